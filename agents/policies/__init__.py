@@ -1,0 +1,1 @@
+"""Policies: who chooses the actions (the scripted reference, an OpenAI-compatible model)."""

@@ -1,0 +1,65 @@
+"""Task specs: a goal with its resources, initial conditions and checker."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field, JsonValue
+
+from contract.actions import Action
+from contract.base import IdentifiedRecord, Record, content_hash
+from contract.enums import Capability, Difficulty, Split, TaskSource
+from contract.verifier import VerifierSpec
+
+MAX_CANDIDATE_TOOLS = 15
+
+
+class StatePatch(Record):
+    """Upsert one row into a state collection before the episode starts."""
+
+    collection: str = Field(pattern=r"^[a-z_]+\.[a-z_]+$")
+    row: dict[str, JsonValue]
+
+
+class InitialConditions(Record):
+    """How the backend state is built: a seed, then patches applied in order."""
+
+    backend: str = "sandbox"
+    seed: int = Field(ge=0)
+    setup: tuple[StatePatch, ...] = ()
+
+
+def task_fingerprint(template: str | None, params: dict[str, Any], goal: str) -> str:
+    """Stable identity of what a task asks, whatever its wording or tool order.
+
+    Template tasks are identified by template and parameters; other tasks by their
+    whitespace- and case-normalized goal.
+    """
+    if template is not None:
+        return "fp-" + content_hash({"template": template, "params": params})
+    return "fp-" + content_hash({"goal": " ".join(goal.lower().split())})
+
+
+class TaskSpec(IdentifiedRecord):
+    """A task with everything needed to run and check it.
+
+    ``verifier`` and ``reference_plan`` are privileged: policies never see them.
+    """
+
+    id_prefix: ClassVar[str] = "task"
+
+    fingerprint: str
+    goal: str = Field(min_length=1)
+    capabilities: tuple[Capability, ...] = Field(min_length=1)
+    difficulty: Difficulty
+    domains: tuple[str, ...] = Field(min_length=1)
+    tools: tuple[str, ...] = Field(
+        max_length=MAX_CANDIDATE_TOOLS, description="candidate tools recalled for the task"
+    )
+    initial_conditions: InitialConditions
+    verifier: VerifierSpec
+    reference_plan: tuple[Action, ...] = Field(min_length=1)
+    source: TaskSource = TaskSource.TEMPLATE
+    template: str | None = None
+    params: dict[str, JsonValue] = Field(default_factory=dict)
+    split: Split = Split.TRAIN

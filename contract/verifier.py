@@ -1,0 +1,185 @@
+"""Verifier specs (declarative JSON shipped with each task) and the verdicts they produce.
+
+A spec is a list of checks; a verdict says which were met, with evidence. Kinds follow
+MobilePA-Bench: an exact tool call, predicates over the backend's final state, a prescribed
+action order, a valid collaboration pattern with sub-agents, and a rubric for an LLM judge.
+``answer`` checks what the agent told the user when it finished, clarified or refused.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, JsonValue, TypeAdapter
+
+from contract.actions import ActionKind
+from contract.base import Record
+
+ConditionOp = Literal["eq", "ne", "contains", "icontains", "gt", "gte", "lt", "lte", "in"]
+
+
+class Condition(Record):
+    """``row[field] <op> value``."""
+
+    field: str
+    op: ConditionOp = "eq"
+    value: JsonValue
+
+    def describe(self) -> str:
+        return f"{self.field} {self.op} {self.value!r}"
+
+
+class _Check(Record):
+    weight: float = Field(default=1.0, gt=0)
+    note: str = Field(default="", description="why the check exists, for annotators")
+
+
+class ExactToolCallCheck(_Check):
+    """A successful call of ``tool`` whose arguments match (``subset``: the listed ones)."""
+
+    kind: Literal["exact_tool_call"] = "exact_tool_call"
+    tool: str
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    match: Literal["subset", "exact"] = "subset"
+
+    def describe(self) -> str:
+        return f"called {self.tool} with {self.match} arguments {self.arguments}"
+
+
+class StatePredicateCheck(_Check):
+    """Rows of a state collection (e.g. ``calendar.events``) that match ``where``.
+
+    ``exists``: at least one; ``exactly_one``; ``absent``: none; ``unchanged``: the matching
+    rows are the same in the initial and the final state (no side effect).
+    """
+
+    kind: Literal["state"] = "state"
+    collection: str = Field(pattern=r"^[a-z_]+\.[a-z_]+$")
+    where: tuple[Condition, ...] = ()
+    expect: Literal["exists", "exactly_one", "absent", "unchanged"] = "exists"
+
+    def describe(self) -> str:
+        cond = " and ".join(c.describe() for c in self.where) or "any row"
+        return f"{self.collection}: {self.expect} where {cond}"
+
+
+class ActionPattern(Record):
+    """Matches a successful action by kind, target (tool, key, skill, agent) and arguments."""
+
+    kind: ActionKind
+    target: str | None = None
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+
+    def describe(self) -> str:
+        args = f" {self.arguments}" if self.arguments else ""
+        return f"{self.kind}:{self.target or '*'}{args}"
+
+
+class ActionOrderCheck(_Check):
+    """The successful actions contain ``sequence`` as an ordered subsequence."""
+
+    kind: Literal["action_order"] = "action_order"
+    sequence: tuple[ActionPattern, ...] = Field(min_length=1)
+
+    def describe(self) -> str:
+        return "in order: " + " -> ".join(p.describe() for p in self.sequence)
+
+
+class CollaborationCheck(_Check):
+    """A valid collaboration with a sub-agent.
+
+    The sub-agent was called successfully (with ``arguments`` as a subset), at most
+    ``max_calls`` times; if ``then`` is given, a matching action follows that call; no
+    ``forbidden_agents`` was used.
+    """
+
+    kind: Literal["collaboration"] = "collaboration"
+    agent: str
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    then: ActionPattern | None = None
+    forbidden_agents: tuple[str, ...] = ()
+    max_calls: int = Field(default=3, ge=1)
+
+    def describe(self) -> str:
+        text = f"delegated to the {self.agent} agent"
+        if self.then is not None:
+            text += f", then {self.then.describe()}"
+        return text
+
+
+class AnswerCheck(_Check):
+    """The episode ended ``via`` finish / clarify / refuse, saying every term of ``contains``."""
+
+    kind: Literal["answer"] = "answer"
+    via: Literal["finish", "clarify", "refuse"] = "finish"
+    contains: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        terms = f" mentioning {list(self.contains)}" if self.contains else ""
+        return f"ended with {self.via}{terms}"
+
+
+class RubricCheck(_Check):
+    """What rules cannot check, judged by an LLM; unmet when no judge is configured."""
+
+    kind: Literal["rubric"] = "rubric"
+    criteria: str = Field(min_length=1)
+
+    def describe(self) -> str:
+        return f"rubric: {self.criteria}"
+
+
+Check = Annotated[
+    ExactToolCallCheck
+    | StatePredicateCheck
+    | ActionOrderCheck
+    | CollaborationCheck
+    | AnswerCheck
+    | RubricCheck,
+    Field(discriminator="kind"),
+]
+CHECK_KINDS: tuple[str, ...] = (
+    "exact_tool_call",
+    "state",
+    "action_order",
+    "collaboration",
+    "answer",
+    "rubric",
+)
+check_adapter: TypeAdapter[Check] = TypeAdapter(Check)
+
+
+class VerifierSpec(Record):
+    """The completion criteria of a task: passed when every check is met."""
+
+    checks: tuple[Check, ...] = Field(min_length=1)
+
+
+class CheckResult(Record):
+    kind: str
+    description: str
+    met: bool
+    weight: float = 1.0
+    evidence: JsonValue = None
+
+
+class Verdict(Record):
+    """Passed, a weighted score, progress (the share of checks met: CARE's R_prog), evidence."""
+
+    passed: bool
+    score: float = Field(ge=0.0, le=1.0)
+    progress: float = Field(ge=0.0, le=1.0)
+    checks: tuple[CheckResult, ...] = ()
+
+    @classmethod
+    def from_checks(cls, results: tuple[CheckResult, ...]) -> Verdict:
+        if not results:
+            return cls(passed=False, score=0.0, progress=0.0)
+        met = [r for r in results if r.met]
+        total_weight = sum(r.weight for r in results)
+        return cls(
+            passed=len(met) == len(results),
+            score=round(sum(r.weight for r in met) / total_weight, 6),
+            progress=round(len(met) / len(results), 6),
+            checks=results,
+        )

@@ -1,0 +1,1 @@
+"""Execution backends: where actions run and what verifiers read."""

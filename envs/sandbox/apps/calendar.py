@@ -1,0 +1,5 @@
+"""calendar app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("calendar")

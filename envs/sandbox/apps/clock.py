@@ -1,0 +1,5 @@
+"""clock app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("clock")

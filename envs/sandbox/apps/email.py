@@ -1,0 +1,5 @@
+"""email app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("email")

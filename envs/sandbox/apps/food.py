@@ -1,0 +1,5 @@
+"""food app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("food")

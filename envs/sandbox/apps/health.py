@@ -1,0 +1,5 @@
+"""health app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("health")

@@ -1,0 +1,5 @@
+"""maps app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("maps")

@@ -1,0 +1,5 @@
+"""media app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("media")

@@ -1,0 +1,5 @@
+"""news app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("news")

@@ -1,0 +1,5 @@
+"""notes app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("notes")

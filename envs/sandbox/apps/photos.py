@@ -1,0 +1,5 @@
+"""photos app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("photos")

@@ -1,0 +1,5 @@
+"""settings app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("settings")

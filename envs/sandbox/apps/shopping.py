@@ -1,0 +1,5 @@
+"""shopping app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("shopping")

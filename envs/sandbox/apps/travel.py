@@ -1,0 +1,5 @@
+"""travel app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("travel")

@@ -1,0 +1,5 @@
+"""wallet app (to be filled)."""
+
+from envs.sandbox.app import App
+
+app = App("wallet")

@@ -1,0 +1,77 @@
+"""The sandbox's structured state and the context tool handlers change it through."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from contract import ErrorKind, StateChange
+from envs.backend import Row
+
+Collections = dict[str, dict[str, Row]]
+
+WORLD_DATE = "2026-03-14"
+"""The sandbox's "today" (a Saturday); relative dates in goals are resolved from it."""
+WORLD_TIME = "09:00"
+
+
+class ToolFailure(Exception):
+    """Raised by a handler to return a typed error; the sandbox turns it into feedback."""
+
+    def __init__(
+        self, message: str, field: str | None = None, kind: ErrorKind = ErrorKind.PRECONDITION_FAILED
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.kind = kind
+
+
+class ToolContext:
+    """State access for handlers: lookups that fail as typed errors, writes that are logged.
+
+    Handlers replace field values and never mutate a stored list or dict in place, so a
+    row-level copy of the state is a faithful snapshot.
+    """
+
+    __slots__ = ("changes", "collections", "counters")
+
+    def __init__(self, collections: Collections, counters: dict[str, int]) -> None:
+        self.collections = collections
+        self.counters = counters
+        self.changes: list[StateChange] = []
+
+    def rows(self, collection: str) -> Iterator[Row]:
+        return iter(self.collections[collection].values())
+
+    def get(self, collection: str, entity_id: str, field: str) -> Row:
+        row = self.collections[collection].get(entity_id)
+        if row is None:
+            raise ToolFailure(f"{entity_id!r} not found in {collection}", field=field)
+        return row
+
+    def new_id(self, prefix: str) -> str:
+        self.counters[prefix] = self.counters.get(prefix, 1000) + 1
+        return f"{prefix}-{self.counters[prefix]}"
+
+    def insert(self, collection: str, row: Row) -> Row:
+        self.collections[collection][row["id"]] = row
+        self.changes.append(StateChange(collection=collection, entity_id=row["id"], op="created"))
+        return row
+
+    def update(self, collection: str, entity_id: str, **fields: Any) -> Row:
+        rows = self.collections[collection]
+        row = {**rows[entity_id], **fields}
+        rows[entity_id] = row
+        self.changes.append(StateChange(collection=collection, entity_id=entity_id, op="updated"))
+        return row
+
+    def delete(self, collection: str, entity_id: str) -> Row:
+        row = self.collections[collection].pop(entity_id)
+        self.changes.append(StateChange(collection=collection, entity_id=entity_id, op="deleted"))
+        return row
+
+
+def copy_collections(collections: Collections) -> Collections:
+    """Row-level copy (rows are never mutated in place, see ``ToolContext``)."""
+    return {name: {k: dict(r) for k, r in rows.items()} for name, rows in collections.items()}

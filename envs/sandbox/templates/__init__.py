@@ -1,0 +1,1 @@
+"""Task templates of the sandbox and their catalogue."""

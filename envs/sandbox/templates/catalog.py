@@ -1,0 +1,154 @@
+"""Instantiating and sampling template tasks, with the development split held out."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+from pydantic import JsonValue
+
+from contract import (
+    MAX_CANDIDATE_TOOLS,
+    Capability,
+    Difficulty,
+    InitialConditions,
+    InvalidInputError,
+    Split,
+    Step,
+    TaskSource,
+    TaskSpec,
+    ToolCall,
+    Verdict,
+    VerifierSpec,
+    task_fingerprint,
+)
+from envs.sandbox.sandbox import MobileSandbox
+from envs.sandbox.templates.base import Params, TaskTemplate
+from envs.sandbox.templates.registry import ALL_TEMPLATES
+from envs.verification import verify
+
+DEV_PARAMETER_SHARE = 10
+"""One train-template parameter combination in this many is held out for development,
+chosen by the fingerprint, so the choice never depends on who samples."""
+
+CANDIDATE_TOOLS = {Difficulty.EASY: 6, Difficulty.MEDIUM: 10, Difficulty.HARD: MAX_CANDIDATE_TOOLS}
+MAX_SAMPLING_TRIES = 200
+
+
+def template_named(name: str) -> TaskTemplate:
+    for template in ALL_TEMPLATES:
+        if template.name == name:
+            return template
+    raise InvalidInputError("template", f"unknown template {name!r}", [t.name for t in ALL_TEMPLATES])
+
+
+def split_of(template: TaskTemplate, fingerprint: str) -> Split:
+    """Dev when the template is held out, or when the parameter draw is (by fingerprint)."""
+    if template.split is Split.DEV:
+        return Split.DEV
+    held_out = int(fingerprint.removeprefix("fp-")[:8], 16) % DEV_PARAMETER_SHARE == 0
+    return Split.DEV if held_out else Split.TRAIN
+
+
+def instantiate(
+    template: TaskTemplate,
+    seed: int,
+    sandbox: MobileSandbox,
+    params: Mapping[str, JsonValue] | None = None,
+) -> TaskSpec:
+    """Build one task; ``params`` fixes some or all parameters (others are drawn)."""
+    world = sandbox.build_world(seed)
+    drawn = Params(random.Random(f"{seed}:{template.name}"), params)
+    draft = template.build(world, drawn)
+    values = drawn.finish()
+    if "{" in draft.goal or len(draft.goal.split()) < 3:
+        raise InvalidInputError("goal", f"template {template.name} produced a malformed goal")
+    fingerprint = task_fingerprint(template.name, values, draft.goal)
+    needed = [a.tool for a in draft.plan if isinstance(a, ToolCall)] + draft.extra_tools
+    return TaskSpec(
+        fingerprint=fingerprint,
+        goal=draft.goal,
+        capabilities=template.capabilities,
+        difficulty=template.difficulty,
+        domains=template.domains,
+        tools=recall_tools(sandbox, needed, template, random.Random(f"{seed}:{fingerprint}")),
+        initial_conditions=InitialConditions(seed=seed, setup=tuple(draft.setup)),
+        verifier=VerifierSpec(checks=tuple(draft.checks)),
+        reference_plan=tuple(draft.plan),
+        source=TaskSource.TEMPLATE,
+        template=template.name,
+        params=values,
+        split=split_of(template, fingerprint),
+    )
+
+
+def recall_tools(
+    sandbox: MobileSandbox, needed: Sequence[str], template: TaskTemplate, rng: random.Random
+) -> tuple[str, ...]:
+    """The tools the plan needs plus plausible distractors (same domains first), shuffled."""
+    chosen = list(dict.fromkeys(needed))
+    size = max(len(chosen), CANDIDATE_TOOLS[template.difficulty])
+    specs = sandbox.all_tool_specs()
+    near = [s.name for s in specs if s.domain in template.domains and s.name not in chosen]
+    far = [s.name for s in specs if s.domain not in template.domains]
+    rng.shuffle(near)
+    rng.shuffle(far)
+    near_share = (size - len(chosen) + 1) // 2
+    chosen += near[:near_share]
+    chosen += far[: max(0, size - len(chosen))]
+    if len(chosen) > MAX_CANDIDATE_TOOLS:
+        raise InvalidInputError("tools", f"template {template.name} needs more than 15 tools")
+    rng.shuffle(chosen)
+    return tuple(chosen)
+
+
+def eligible_templates(
+    capability: Capability | None = None,
+    difficulty: Difficulty | None = None,
+) -> list[TaskTemplate]:
+    return [
+        t
+        for t in ALL_TEMPLATES
+        if (capability is None or capability in t.capabilities)
+        and (difficulty is None or t.difficulty is difficulty)
+    ]
+
+
+def sample_tasks(
+    n: int,
+    seed: int,
+    sandbox: MobileSandbox,
+    *,
+    capability: Capability | None = None,
+    difficulty: Difficulty | None = None,
+    split: Split | None = None,
+) -> list[TaskSpec]:
+    """``n`` tasks drawn from the seed: the same arguments always give the same tasks."""
+    if n < 0:
+        raise InvalidInputError("n", "must be >= 0")
+    pool = eligible_templates(capability, difficulty)
+    if split is Split.TRAIN:
+        pool = [t for t in pool if t.split is Split.TRAIN]
+    if not pool:
+        raise InvalidInputError("filters", "no template matches capability, difficulty and split")
+    rng = random.Random(seed)
+    tasks: list[TaskSpec] = []
+    for _ in range(n):
+        for _ in range(MAX_SAMPLING_TRIES):
+            task = instantiate(rng.choice(pool), rng.randrange(2**31), sandbox)
+            if split is None or task.split is split:
+                tasks.append(task)
+                break
+        else:
+            raise InvalidInputError("split", f"could not draw a {split} task from the filters")
+    return tasks
+
+
+def replay_reference(task: TaskSpec, sandbox: MobileSandbox) -> Verdict:
+    """Run the reference plan on a fresh sandbox and verify it (a task's self-check)."""
+    sandbox.reset(task)
+    steps = [
+        Step(index=i, action=action, feedback=sandbox.execute(action))
+        for i, action in enumerate(task.reference_plan)
+    ]
+    return verify(task.verifier, steps, sandbox.evidence())

@@ -1,0 +1,5 @@
+"""Templates over the group_a apps (to be filled)."""
+
+from envs.sandbox.templates.base import TemplateSet
+
+templates = TemplateSet()

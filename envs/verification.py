@@ -1,0 +1,262 @@
+"""The verifier engine: a pure function from a spec, the history and privileged evidence
+to a verdict. Backend-independent: it reads states as collections of rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic import JsonValue
+
+from contract import (
+    Action,
+    ActionOrderCheck,
+    ActionPattern,
+    AnswerCheck,
+    Check,
+    CheckResult,
+    Clarify,
+    CollaborationCheck,
+    Condition,
+    ExactToolCallCheck,
+    Finish,
+    Refuse,
+    RubricCheck,
+    StatePredicateCheck,
+    Step,
+    SubAgentCall,
+    ToolCall,
+    Verdict,
+    VerifierSpec,
+)
+from envs.backend import PrivilegedEvidence, Row, StateSnapshot
+
+RubricJudge = Callable[[RubricCheck, Sequence[Step]], tuple[bool, str]]
+"""Judges a rubric check on the history: (met, explanation). An LLM in production."""
+
+
+def verify(
+    spec: VerifierSpec,
+    steps: Sequence[Step],
+    evidence: PrivilegedEvidence,
+    judge: RubricJudge | None = None,
+) -> Verdict:
+    """Run every check of ``spec``; passed when all are met."""
+    done = [s.action for s in steps if s.action is not None and s.feedback.error is None]
+    results = tuple(_run_check(check, steps, done, evidence, judge) for check in spec.checks)
+    return Verdict.from_checks(results)
+
+
+def _run_check(
+    check: Check,
+    steps: Sequence[Step],
+    done: list[Action],
+    evidence: PrivilegedEvidence,
+    judge: RubricJudge | None,
+) -> CheckResult:
+    if isinstance(check, ExactToolCallCheck):
+        met, info = _exact_tool_call(check, done)
+    elif isinstance(check, StatePredicateCheck):
+        met, info = _state(check, evidence)
+    elif isinstance(check, ActionOrderCheck):
+        met, info = _action_order(check, done)
+    elif isinstance(check, CollaborationCheck):
+        met, info = _collaboration(check, steps, done)
+    elif isinstance(check, AnswerCheck):
+        met, info = _answer(check, steps)
+    else:
+        met, info = _rubric(check, steps, judge)
+    return CheckResult(
+        kind=check.kind, description=check.describe(), met=met, weight=check.weight, evidence=info
+    )
+
+
+# -- value matching -------------------------------------------------------------------
+
+
+def same(expected: Any, actual: Any) -> bool:
+    """Equality that forgives case and surrounding spaces in strings, and int vs float."""
+    if isinstance(expected, str) and isinstance(actual, str):
+        return expected.strip().casefold() == actual.strip().casefold()
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return expected is actual
+    if isinstance(expected, int | float) and isinstance(actual, int | float):
+        return float(expected) == float(actual)
+    if isinstance(expected, list) and isinstance(actual, list):
+        return len(expected) == len(actual) and all(map(same, expected, actual))
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return expected.keys() == actual.keys() and all(same(v, actual[k]) for k, v in expected.items())
+    return bool(expected == actual)
+
+
+def arguments_match(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> bool:
+    return all(k in actual and same(v, actual[k]) for k, v in expected.items())
+
+
+def _condition(cond: Condition, row: Row) -> bool:
+    if cond.field not in row:
+        return False
+    value, target = row[cond.field], cond.value
+    op = cond.op
+    if op == "eq":
+        return same(target, value)
+    if op == "ne":
+        return not same(target, value)
+    if op in ("contains", "icontains"):
+        fold = (lambda x: x.casefold()) if op == "icontains" else (lambda x: x)
+        if isinstance(value, str) and isinstance(target, str):
+            return fold(target) in fold(value)
+        if isinstance(value, list):
+            return any(same(target, v) if op == "icontains" else target == v for v in value)
+        return False
+    if op == "in":
+        return isinstance(target, list) and any(same(t, value) for t in target)
+    try:
+        if op == "gt":
+            return bool(value > target)
+        if op == "gte":
+            return bool(value >= target)
+        if op == "lt":
+            return bool(value < target)
+        return bool(value <= target)
+    except TypeError:
+        return False
+
+
+def matches(pattern: ActionPattern, action: Action) -> bool:
+    if action.kind != pattern.kind:
+        return False
+    if pattern.target is not None and not same(pattern.target, action.target):
+        return False
+    if pattern.arguments:
+        args = action.arguments if isinstance(action, ToolCall | SubAgentCall) else {}
+        return arguments_match(pattern.arguments, args)
+    return True
+
+
+# -- check kinds ----------------------------------------------------------------------
+
+
+def _exact_tool_call(check: ExactToolCallCheck, done: list[Action]) -> tuple[bool, JsonValue]:
+    calls = [a for a in done if isinstance(a, ToolCall) and a.tool == check.tool]
+    for call in calls:
+        ok = arguments_match(check.arguments, call.arguments)
+        if ok and check.match == "exact":
+            ok = set(call.arguments) == set(check.arguments)
+        if ok:
+            return True, {"matched_call": call.arguments}
+    return False, {"calls_of_tool": [c.arguments for c in calls[:5]]}
+
+
+def _filter(rows: Iterable[Row], where: Sequence[Condition]) -> list[Row]:
+    return [r for r in rows if all(_condition(c, r) for c in where)]
+
+
+def _state(check: StatePredicateCheck, evidence: PrivilegedEvidence) -> tuple[bool, JsonValue]:
+    final = _collection(evidence.final, check.collection)
+    if final is None:
+        return False, {"error": f"unknown collection {check.collection!r}"}
+    matched = _filter(final.values(), check.where)
+    ids = [str(r.get("id")) for r in matched]
+    info: dict[str, JsonValue] = {"matched": ids[:5], "count": len(ids)}
+    if check.expect == "exists":
+        met = bool(matched)
+    elif check.expect == "exactly_one":
+        met = len(matched) == 1
+    elif check.expect == "absent":
+        met = not matched
+    else:
+        before = _filter((_collection(evidence.initial, check.collection) or {}).values(), check.where)
+        met = sorted(before, key=_row_key) == sorted(matched, key=_row_key)
+        info["before"] = [str(r.get("id")) for r in before][:5]
+    if not met and check.expect in ("exists", "exactly_one") and not matched:
+        info["closest"] = _closest(final.values(), check.where)
+    return met, info
+
+
+def _row_key(row: Row) -> str:
+    return str(row.get("id"))
+
+
+def _collection(state: StateSnapshot, name: str) -> Mapping[str, Row] | None:
+    return state.get(name)
+
+
+def _closest(rows: Iterable[Row], where: Sequence[Condition]) -> JsonValue:
+    """The row meeting the most conditions, and which it misses: evidence for attribution."""
+    best: tuple[int, Row] | None = None
+    for row in rows:
+        score = sum(_condition(c, row) for c in where)
+        if best is None or score > best[0]:
+            best = (score, row)
+    if best is None:
+        return None
+    row = best[1]
+    return {
+        "id": str(row.get("id")),
+        "unmet": [c.describe() for c in where if not _condition(c, row)],
+    }
+
+
+def _action_order(check: ActionOrderCheck, done: list[Action]) -> tuple[bool, JsonValue]:
+    position = 0
+    for action in done:
+        if position < len(check.sequence) and matches(check.sequence[position], action):
+            position += 1
+    met = position == len(check.sequence)
+    info: dict[str, JsonValue] = {"matched": position, "of": len(check.sequence)}
+    if not met:
+        info["missing"] = check.sequence[position].describe()
+    return met, info
+
+
+def _collaboration(
+    check: CollaborationCheck, steps: Sequence[Step], done: list[Action]
+) -> tuple[bool, JsonValue]:
+    attempted = [s.action for s in steps if isinstance(s.action, SubAgentCall)]
+    forbidden = sorted({a.agent for a in attempted if a.agent in check.forbidden_agents})
+    calls = [
+        i
+        for i, a in enumerate(done)
+        if isinstance(a, SubAgentCall)
+        and a.agent == check.agent
+        and arguments_match(check.arguments, a.arguments)
+    ]
+    count = sum(1 for a in attempted if a.agent == check.agent)
+    info: dict[str, JsonValue] = {"calls": count, "forbidden_used": list(forbidden)}
+    if not calls:
+        info["problem"] = f"no successful call of the {check.agent} agent"
+        return False, info
+    if forbidden or count > check.max_calls:
+        info["problem"] = "forbidden agent used" if forbidden else "too many calls"
+        return False, info
+    if check.then is not None:
+        then = check.then
+        if not any(matches(then, a) for a in done[calls[0] + 1 :]):
+            info["problem"] = f"no {then.describe()} after the delegation"
+            return False, info
+    return True, info
+
+
+def _answer(check: AnswerCheck, steps: Sequence[Step]) -> tuple[bool, JsonValue]:
+    last = steps[-1].action if steps else None
+    text = ""
+    if isinstance(last, Finish):
+        text = last.answer
+    elif isinstance(last, Clarify):
+        text = last.question
+    elif isinstance(last, Refuse):
+        text = last.reason
+    if last is None or last.kind != check.via:
+        return False, {"ended_with": last.kind if last is not None else None}
+    missing = [t for t in check.contains if t.casefold() not in text.casefold()]
+    return not missing, {"text": text[:500], "missing": missing}
+
+
+def _rubric(
+    check: RubricCheck, steps: Sequence[Step], judge: RubricJudge | None
+) -> tuple[bool, JsonValue]:
+    if judge is None:
+        return False, {"problem": "no rubric judge configured"}
+    met, why = judge(check, steps)
+    return met, {"judge": why}

@@ -1,0 +1,166 @@
+"""Every template's checker accepts its reference plan and rejects typical wrong outcomes."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.policies.perturb import FREE_ARGUMENTS, perturb
+from contract import (
+    Action,
+    AnswerCheck,
+    Capability,
+    Difficulty,
+    ExactToolCallCheck,
+    Finish,
+    MemoryRead,
+    MemorySearch,
+    SkillLoad,
+    Split,
+    Step,
+    SubAgentCall,
+    TaskSpec,
+    ToolCall,
+    ToolEffect,
+    Verdict,
+)
+from envs.sandbox import MobileSandbox
+from envs.sandbox.subagents import SUBAGENTS
+from envs.sandbox.templates.base import TaskTemplate
+from envs.sandbox.templates.catalog import instantiate, replay_reference
+from envs.sandbox.templates.registry import ALL_TEMPLATES
+from envs.verification import verify
+
+SEEDS = (3, 17, 2024)
+SANDBOX = MobileSandbox()
+
+
+def _replay(task: TaskSpec, plan: list[Action]) -> Verdict:
+    SANDBOX.reset(task)
+    steps = [Step(index=i, action=a, feedback=SANDBOX.execute(a)) for i, a in enumerate(plan)]
+    return verify(task.verifier, steps, SANDBOX.evidence())
+
+
+def _is_decisive(task: TaskSpec, action: Action) -> bool:
+    """Steps whose absence or wrong arguments a verifier must notice."""
+    if isinstance(action, ToolCall):
+        if SANDBOX.tool_spec(action.tool).effect is ToolEffect.WRITE:
+            return True
+        return any(
+            isinstance(c, ExactToolCallCheck) and c.tool == action.tool
+            for c in task.verifier.checks
+        )
+    if isinstance(action, Finish):
+        return any(isinstance(c, AnswerCheck) for c in task.verifier.checks)
+    return isinstance(action, MemoryRead | MemorySearch | SkillLoad | SubAgentCall)
+
+
+def _schema_of(action: Action, name: str) -> dict[str, object]:
+    if isinstance(action, ToolCall):
+        props = SANDBOX.tool_spec(action.tool).parameters["properties"]
+    elif isinstance(action, SubAgentCall):
+        props = SUBAGENTS[action.agent].spec.parameters["properties"]
+    else:
+        return {}
+    return dict(props.get(name, {}))
+
+
+def _wrong_variants(action: Action) -> list[tuple[str, Action]]:
+    if isinstance(action, ToolCall | SubAgentCall):
+        variants = []
+        for name, value in action.arguments.items():
+            if name in FREE_ARGUMENTS:
+                continue
+            args = {**action.arguments, name: perturb(value, _schema_of(action, name))}
+            variants.append((name, action.model_copy(update={"arguments": args})))
+        return variants
+    if isinstance(action, MemoryRead):
+        return [("key", MemoryRead(key=f"{action.key}_other"))]
+    if isinstance(action, SkillLoad):
+        return [("name", SkillLoad(name=f"{action.name}_other"))]
+    if isinstance(action, Finish):
+        return [("answer", Finish(answer="I could not find it."))]
+    return []
+
+
+def _tasks(template: TaskTemplate) -> list[TaskSpec]:
+    return [instantiate(template, seed, SANDBOX) for seed in SEEDS]
+
+
+@pytest.mark.parametrize("template", ALL_TEMPLATES, ids=lambda t: t.name)
+def test_reference_plan_passes_on_fresh_seeds(template: TaskTemplate) -> None:
+    for task in _tasks(template):
+        verdict = replay_reference(task, SANDBOX)
+        failed = [c.description for c in verdict.checks if not c.met]
+        assert verdict.passed, f"seed {task.initial_conditions.seed}: unmet {failed}"
+        assert verdict.progress == 1.0
+
+
+@pytest.mark.parametrize("template", ALL_TEMPLATES, ids=lambda t: t.name)
+def test_verifier_rejects_a_wrong_argument(template: TaskTemplate) -> None:
+    for task in _tasks(template):
+        plan = list(task.reference_plan)
+        for i, action in enumerate(plan):
+            if not _is_decisive(task, action):
+                continue
+            for name, wrong in _wrong_variants(action):
+                verdict = _replay(task, [*plan[:i], wrong, *plan[i + 1 :]])
+                assert not verdict.passed, f"step {i} with a wrong {name} still passes"
+                assert verdict.progress < 1.0
+
+
+@pytest.mark.parametrize("template", ALL_TEMPLATES, ids=lambda t: t.name)
+def test_verifier_rejects_a_missing_step(template: TaskTemplate) -> None:
+    for task in _tasks(template):
+        plan = list(task.reference_plan)
+        decisive = [i for i, a in enumerate(plan) if _is_decisive(task, a)]
+        assert decisive, "a plan needs at least one step its verifier depends on"
+        for i in decisive:
+            verdict = _replay(task, plan[:i] + plan[i + 1 :])
+            assert not verdict.passed, f"plan without step {i} ({plan[i].describe()}) passes"
+
+
+@pytest.mark.parametrize(
+    "template", [t for t in ALL_TEMPLATES if t.ordered], ids=lambda t: t.name
+)
+def test_verifier_rejects_a_wrong_order(template: TaskTemplate) -> None:
+    for task in _tasks(template):
+        plan = list(task.reference_plan)
+        decisive = [i for i, a in enumerate(plan) if _is_decisive(task, a)]
+        swapped_any = False
+        for i, j in zip(decisive, decisive[1:], strict=False):
+            if plan[i].target == plan[j].target or isinstance(plan[j], Finish):
+                continue
+            swapped = list(plan)
+            swapped[i], swapped[j] = swapped[j], swapped[i]
+            assert not _replay(task, swapped).passed, f"steps {i} and {j} swapped still pass"
+            swapped_any = True
+        assert swapped_any, "an ordered template needs two decisive steps to order"
+
+
+@pytest.mark.parametrize("template", ALL_TEMPLATES, ids=lambda t: t.name)
+def test_tasks_are_well_formed(template: TaskTemplate) -> None:
+    for task in _tasks(template):
+        plan_tools = {a.tool for a in task.reference_plan if isinstance(a, ToolCall)}
+        assert plan_tools <= set(task.tools)
+        assert len(task.tools) <= 15
+        assert len(task.tools) > len(plan_tools), "tool recall needs distractors"
+        assert set(task.domains) <= set(SANDBOX.domains)
+        assert task.template == template.name
+        if template.split is Split.DEV:
+            assert task.split is Split.DEV
+
+
+def test_catalogue_covers_every_capability_and_difficulty() -> None:
+    assert len(ALL_TEMPLATES) >= 40
+    assert len({t.name for t in ALL_TEMPLATES}) == len(ALL_TEMPLATES)
+    covered = {(c, t.difficulty) for t in ALL_TEMPLATES for c in t.capabilities}
+    assert covered == {(c, d) for c in Capability for d in Difficulty}
+    assert any(t.split is Split.DEV for t in ALL_TEMPLATES)
+    for capability in Capability:
+        assert any(t.split is Split.TRAIN and capability in t.capabilities for t in ALL_TEMPLATES)
+
+
+def test_sandbox_has_enough_domains_and_tools() -> None:
+    specs = SANDBOX.all_tool_specs()
+    assert len(specs) >= 60
+    assert len({s.domain for s in specs}) >= 12
