@@ -57,6 +57,8 @@ class ErrorKind(StrEnum):
 class Termination(StrEnum):
     """Why an episode ended."""
 
+    VERIFIED = "verified"
+    """The verifier passed after a state change; the policy had nothing left to do."""
     FINISHED = "finished"
     CLARIFIED = "clarified"
     REFUSED = "refused"

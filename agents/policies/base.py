@@ -1,0 +1,51 @@
+"""What every policy implements, and what it may see of a task."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from contract import Action, ExecutionError, FaultKind, PolicyInfo, Step, TaskSpec, ToolSpec
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """The part of a task a policy sees: never its verifier, reference plan or state."""
+
+    goal: str
+    tools: tuple[ToolSpec, ...]
+    subagents: tuple[ToolSpec, ...]
+    max_steps: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A policy's turn: the action (None when its output was unusable) and what it cost."""
+
+    action: Action | None
+    model_output: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error: ExecutionError | None = None
+    """Why ``action`` is None: malformed output, unknown tool, endpoint refusal, ..."""
+    injected_fault: FaultKind | None = None
+    retries: int = 0
+    endpoint_failed: bool = False
+    """The model endpoint stayed unreachable after retries: the episode ends as a backend error."""
+
+
+class PolicySession(Protocol):
+    """One episode of a policy."""
+
+    def act(self, history: Sequence[Step]) -> Decision: ...
+
+
+class Policy(Protocol):
+    """Chooses actions. Model policies read only the ``TaskView``; the scripted reference
+    policy also reads the task's reference plan, which is what it exists to replay."""
+
+    @property
+    def info(self) -> PolicyInfo: ...
+
+    def start(self, task: TaskSpec, view: TaskView) -> PolicySession: ...

@@ -1,0 +1,130 @@
+"""The episode runner: one plain function from a task, a backend and a policy to a
+trajectory."""
+
+from __future__ import annotations
+
+from contract import (
+    TERMINAL_KINDS,
+    Cost,
+    ErrorKind,
+    Feedback,
+    Outcome,
+    Step,
+    TaskSpec,
+    Termination,
+    Trajectory,
+    TrajectoryMetadata,
+    Verdict,
+)
+from agents.policies.base import Policy, TaskView
+from curation.attribution import attribute_failure
+from envs.backend import Backend
+from envs.verification import RubricJudge, verify
+
+DEFAULT_MAX_STEPS = 15
+_BACKEND_FAULTS = frozenset({ErrorKind.BACKEND_ERROR, ErrorKind.TIMEOUT})
+_ENDED_BY = {
+    "finish": Termination.FINISHED,
+    "clarify": Termination.CLARIFIED,
+    "refuse": Termination.REFUSED,
+}
+
+
+def run_episode(
+    task: TaskSpec,
+    backend: Backend,
+    policy: Policy,
+    *,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    round_id: str | None = None,
+    judge: RubricJudge | None = None,
+    stop_when_verified: bool = True,
+) -> Trajectory:
+    """Run ``task`` until completion is verified or declared, the policy clarifies or
+    refuses, the backend fails, or ``max_steps`` run out; then verify with privileged
+    evidence. Failed episodes are returned like any other: they are evidence."""
+    backend.reset(task)
+    view = TaskView(
+        goal=task.goal,
+        tools=backend.tool_specs(),
+        subagents=backend.subagent_specs(),
+        max_steps=max_steps,
+    )
+    session = policy.start(task, view)
+    steps: list[Step] = []
+    termination = Termination.BUDGET_EXHAUSTED
+    retries = 0
+    verdict: Verdict | None = None
+    for index in range(max_steps):
+        decision = session.act(steps)
+        retries += decision.retries
+        if decision.action is None:
+            feedback = Feedback(error=decision.error)
+        else:
+            feedback = backend.execute(decision.action)
+        steps.append(
+            Step(
+                index=index,
+                model_output=decision.model_output,
+                action=decision.action,
+                feedback=feedback,
+                input_tokens=decision.input_tokens,
+                output_tokens=decision.output_tokens,
+                injected_fault=decision.injected_fault,
+            )
+        )
+        error = feedback.error
+        if decision.endpoint_failed or (error is not None and error.kind in _BACKEND_FAULTS):
+            termination = Termination.BACKEND_ERROR
+            break
+        if decision.action is not None and decision.action.kind in TERMINAL_KINDS:
+            termination = _ENDED_BY[decision.action.kind]
+            break
+        if stop_when_verified and feedback.state_changes:
+            verdict = verify(task.verifier, steps, backend.evidence(), judge)
+            if verdict.passed:
+                termination = Termination.VERIFIED
+                break
+    if verdict is None or termination is not Termination.VERIFIED:
+        verdict = verify(task.verifier, steps, backend.evidence(), judge)
+    outcome = _outcome(termination, verdict)
+    return Trajectory(
+        task=task,
+        steps=tuple(steps),
+        verdict=verdict,
+        cost=_cost(steps),
+        metadata=TrajectoryMetadata(
+            round=round_id,
+            backend=backend.name,
+            policy=policy.info,
+            capabilities=task.capabilities,
+            outcome=outcome,
+            termination=termination,
+            failure_attribution=attribute_failure(steps, verdict, termination, outcome),
+            injected_faults=tuple(s.injected_fault for s in steps if s.injected_fault),
+            recovered=outcome is Outcome.SUCCESS and any(s.feedback.error for s in steps),
+            retries=retries,
+            seed=task.initial_conditions.seed,
+        ),
+    )
+
+
+def _outcome(termination: Termination, verdict: Verdict) -> Outcome:
+    if termination is Termination.BACKEND_ERROR:
+        return Outcome.BACKEND_ERROR
+    return Outcome.SUCCESS if verdict.passed else Outcome.FAILURE
+
+
+def _cost(steps: list[Step]) -> Cost:
+    """Tool calls count every executed non-terminal action (tools, memory, skills,
+    sub-agents): each is one call of a tool in the policy's tool list."""
+    return Cost(
+        steps=len(steps),
+        tool_calls=sum(
+            1 for s in steps if s.action is not None and s.action.kind not in TERMINAL_KINDS
+        ),
+        input_tokens=sum(s.input_tokens for s in steps),
+        output_tokens=sum(s.output_tokens for s in steps),
+        latency_ms=round(sum(s.feedback.latency_ms for s in steps), 3),
+        usd=round(sum(s.feedback.cost for s in steps), 6),
+    )

@@ -1,0 +1,1 @@
+"""Curation: checking, filtering and attributing what the collector produced."""

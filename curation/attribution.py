@@ -1,0 +1,82 @@
+"""Rule-based failure attribution to the paper's five types, from execution evidence.
+
+The rules read only the trajectory (steps, feedback, verdict evidence), so they work for
+any policy; the scripted policy's injected faults give ground truth to measure them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from contract import (
+    TERMINAL_KINDS,
+    ErrorKind,
+    FailureType,
+    Outcome,
+    Step,
+    Termination,
+    Verdict,
+)
+
+LOOP_THRESHOLD = 3
+
+
+def attribute_failure(
+    steps: Sequence[Step], verdict: Verdict, termination: Termination, outcome: Outcome
+) -> FailureType | None:
+    """The most likely cause of a failed episode; None when it succeeded or the backend
+    failed (a backend fault is not the policy's failure)."""
+    if outcome is not Outcome.FAILURE:
+        return None
+    errors = [s.feedback.error for s in steps if s.feedback.error is not None]
+    calls = Counter(s.action.describe() for s in steps if s.action is not None)
+    if calls and max(calls.values()) >= LOOP_THRESHOLD:
+        return FailureType.STATE_TRACKING
+    if any(e.kind is ErrorKind.UNKNOWN_TOOL for e in errors):
+        return FailureType.ROUTING
+    if _unrecovered_error(steps):
+        return FailureType.RECOVERY
+    unmet = [c for c in verdict.checks if not c.met]
+    touched = {ch.entity_id for s in steps for ch in s.feedback.state_changes}
+    if any(_wrote_near_miss(c.evidence, touched) for c in unmet):
+        return FailureType.ARGUMENT_GROUNDING
+    if any(c.kind == "exact_tool_call" and _called_tool(c.evidence) for c in unmet):
+        return FailureType.ARGUMENT_GROUNDING
+    if termination in (Termination.FINISHED, Termination.CLARIFIED, Termination.REFUSED):
+        return FailureType.PREMATURE_TERMINATION
+    if termination is Termination.BUDGET_EXHAUSTED:
+        return FailureType.STATE_TRACKING
+    if any(c.kind in ("action_order", "collaboration") for c in unmet):
+        return FailureType.ROUTING
+    return FailureType.STATE_TRACKING
+
+
+def _unrecovered_error(steps: Sequence[Step]) -> bool:
+    """An action failed and no later step ran an action with the same target successfully."""
+    for i, step in enumerate(steps):
+        if step.feedback.error is None or step.action is None:
+            continue
+        if step.action.kind in TERMINAL_KINDS:
+            continue
+        target = step.action.target
+        later = steps[i + 1 :]
+        if not any(
+            s.action is not None and s.action.target == target and s.feedback.error is None
+            for s in later
+        ):
+            return True
+    return False
+
+
+def _wrote_near_miss(evidence: object, touched: set[str]) -> bool:
+    """The row closest to what a state check wants was written in the episode: the
+    policy did the right kind of thing with wrong arguments."""
+    if not isinstance(evidence, dict):
+        return False
+    closest = evidence.get("closest")
+    return isinstance(closest, dict) and closest.get("id") in touched
+
+
+def _called_tool(evidence: object) -> bool:
+    return isinstance(evidence, dict) and bool(evidence.get("calls_of_tool"))
