@@ -1,0 +1,1 @@
+"""Benchmarks: they print figures and ratios; tests never time anything."""

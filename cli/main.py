@@ -1,0 +1,221 @@
+"""``flywheel``: the command line of the data flywheel.
+
+Every command that prints data has ``--json``; the same arguments print the same bytes.
+Bad input exits non-zero with a message naming the field and the allowed values.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from contract import Capability, Difficulty, FlywheelError, Split
+
+app = typer.Typer(
+    help="The open data flywheel for mobile planning agents.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+contract_app = typer.Typer(help="The action-feedback-verification contract.", no_args_is_help=True)
+tasks_app = typer.Typer(help="Task templates and sampled tasks.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks: figures and ratios, never pass/fail.", no_args_is_help=True)
+app.add_typer(contract_app, name="contract")
+app.add_typer(tasks_app, name="tasks")
+app.add_typer(bench_app, name="bench")
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
+CapabilityOpt = Annotated[Capability | None, typer.Option(help="only this capability")]
+DifficultyOpt = Annotated[Difficulty | None, typer.Option(help="only this difficulty")]
+SplitOpt = Annotated[Split | None, typer.Option(help="train or dev (held out)")]
+CountOpt = Annotated[int, typer.Option("--n", min=0, help="how many")]
+SeedOpt = Annotated[int, typer.Option(min=0, help="random seed")]
+
+
+@contract_app.command("schema")
+def contract_schema() -> None:
+    """Print the JSON Schema of every contract record."""
+    from cli.output import emit_json
+    from contract.schema import contract_schemas
+
+    emit_json(contract_schemas())
+
+
+@tasks_app.command("templates")
+def tasks_templates(as_json: JsonFlag = False) -> None:
+    """List the task templates."""
+    from cli.output import emit_json, table
+    from envs.sandbox.templates.registry import ALL_TEMPLATES
+
+    items = [
+        {
+            "name": t.name,
+            "capabilities": [c.value for c in t.capabilities],
+            "difficulty": t.difficulty.value,
+            "domains": list(t.domains),
+            "split": t.split.value,
+        }
+        for t in ALL_TEMPLATES
+    ]
+    if as_json:
+        emit_json(items)
+        return
+    rows = [
+        (i["name"], ",".join(i["capabilities"]), i["difficulty"], ",".join(i["domains"]), i["split"])
+        for i in items
+    ]
+    typer.echo(table(("template", "capabilities", "difficulty", "domains", "split"), rows))
+
+
+@tasks_app.command("sample")
+def tasks_sample(
+    n: CountOpt = 10,
+    seed: SeedOpt = 0,
+    capability: CapabilityOpt = None,
+    difficulty: DifficultyOpt = None,
+    split: SplitOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Sample task specs (with their verifiers) from the templates."""
+    from cli.output import emit_json, table
+    from envs.sandbox import MobileSandbox
+    from envs.sandbox.templates.catalog import sample_tasks
+
+    tasks = sample_tasks(
+        n, seed, MobileSandbox(), capability=capability, difficulty=difficulty, split=split
+    )
+    if as_json:
+        emit_json([t.model_dump(mode="json") for t in tasks])
+        return
+    rows = [(t.id, t.template, t.difficulty.value, t.split.value, t.goal) for t in tasks]
+    typer.echo(table(("id", "template", "difficulty", "split", "goal"), rows))
+
+
+@tasks_app.command("validate")
+def tasks_validate(
+    path: Annotated[Path, typer.Argument(help="JSON file: one task spec or a list of them")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Check task specs from a file: schema, tools, state collections, reference plan."""
+    from cli.output import emit_json, table
+    from contract import TaskSpec
+    from envs.sandbox import MobileSandbox
+    from envs.sandbox.templates.catalog import replay_reference
+
+    data = _read_json(path)
+    specs = data if isinstance(data, list) else [data]
+    sandbox = MobileSandbox()
+    results = []
+    for i, raw in enumerate(specs):
+        try:
+            task = TaskSpec.model_validate(raw)
+        except ValidationError as exc:
+            raise FlywheelError(f"{path} item {i}: {_first_error(exc)}") from None
+        verdict = replay_reference(task, sandbox)
+        results.append({"id": task.id, "reference_passes": verdict.passed})
+    if as_json:
+        emit_json(results)
+    else:
+        typer.echo(table(("task", "reference passes"), [tuple(r.values()) for r in results]))
+    if not all(r["reference_passes"] for r in results):
+        raise typer.Exit(1)
+
+
+@app.command("episode")
+def episode(
+    n: CountOpt = 5,
+    seed: SeedOpt = 0,
+    policy: Annotated[str, typer.Option(help="scripted or openai")] = "scripted",
+    fault_rate: Annotated[
+        float | None, typer.Option(min=0.0, max=1.0, help="scripted: share of faulty episodes")
+    ] = None,
+    capability: CapabilityOpt = None,
+    difficulty: DifficultyOpt = None,
+    split: SplitOpt = None,
+    max_steps: Annotated[int | None, typer.Option(min=1, help="step budget")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Sample tasks and run one episode each; print the trajectories."""
+    from cli.episodes import run_episodes
+    from cli.output import capability_summary, emit_json
+
+    trajectories = run_episodes(
+        n=n,
+        seed=seed,
+        policy_name=policy,
+        fault_rate=fault_rate,
+        capability=capability,
+        difficulty=difficulty,
+        split=split,
+        max_steps=max_steps,
+    )
+    if as_json:
+        emit_json([t.model_dump(mode="json") for t in trajectories])
+        return
+    typer.echo(capability_summary(trajectories))
+
+
+@app.command("run")
+def run(
+    n: CountOpt = 60,
+    seed: SeedOpt = 0,
+    fault_rate: Annotated[
+        float | None, typer.Option(min=0.0, max=1.0, help="share of faulty episodes")
+    ] = None,
+) -> None:
+    """The main job: sample tasks, run scripted episodes, print a summary."""
+    from cli.episodes import run_episodes
+    from cli.output import capability_summary, table
+
+    trajectories = run_episodes(n=n, seed=seed, policy_name="scripted", fault_rate=fault_rate)
+    typer.echo(f"Ran {n} sandbox episodes with the scripted policy (seed {seed}).\n")
+    typer.echo(capability_summary(trajectories))
+    outcomes = Counter(
+        (t.metadata.outcome.value, (t.metadata.failure_attribution or "-")) for t in trajectories
+    )
+    rows = [(o, a, c) for (o, a), c in sorted(outcomes.items())]
+    typer.echo("\n" + table(("outcome", "failure attribution", "episodes"), rows))
+
+
+@bench_app.command("sandbox")
+def bench_sandbox(
+    episodes: Annotated[int, typer.Option(min=10, help="episodes to run")] = 2000,
+    seed: SeedOpt = 0,
+) -> None:
+    """Episodes/s, tool calls/s, and one tool call's cost against a bare function."""
+    from bench.sandbox import run_benchmark
+
+    typer.echo(run_benchmark(episodes=episodes, seed=seed))
+
+
+def _read_json(path: Path) -> Any:
+    import orjson
+
+    try:
+        return orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise FlywheelError(f"{path}: no such file") from None
+    except orjson.JSONDecodeError as exc:
+        raise FlywheelError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "record"
+    return f"{where}: {err['msg']} ({exc.error_count()} problem(s) in all)"
+
+
+def main() -> None:
+    try:
+        app()
+    except FlywheelError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except ValidationError as exc:
+        typer.echo(f"error: {_first_error(exc)}", err=True)
+        sys.exit(1)

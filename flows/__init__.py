@@ -1,0 +1,1 @@
+"""Orchestration: Prefect flows over the layers below, and the settings they read."""

@@ -1,0 +1,25 @@
+"""Test fakes. There is exactly one: the scripted chat-completions server."""
+
+from tests.fakes.chat_server import (
+    ChatReply,
+    ErrorReply,
+    Reply,
+    ScriptedChatServer,
+    error_reply,
+    refusal_reply,
+    text_reply,
+    tool_call_reply,
+    tool_calls_reply,
+)
+
+__all__ = [
+    "ChatReply",
+    "ErrorReply",
+    "Reply",
+    "ScriptedChatServer",
+    "error_reply",
+    "refusal_reply",
+    "text_reply",
+    "tool_call_reply",
+    "tool_calls_reply",
+]
