@@ -3,6 +3,7 @@ trajectory."""
 
 from __future__ import annotations
 
+from agents.policies.base import Policy, TaskView
 from contract import (
     TERMINAL_KINDS,
     Cost,
@@ -16,7 +17,6 @@ from contract import (
     TrajectoryMetadata,
     Verdict,
 )
-from agents.policies.base import Policy, TaskView
 from curation.attribution import attribute_failure
 from envs.backend import Backend
 from envs.verification import RubricJudge, verify

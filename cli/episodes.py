@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from contract import Capability, Difficulty, InvalidInputError, Split, Trajectory
 from agents.policies.base import Policy
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
+from contract import Capability, Difficulty, InvalidInputError, Split, Trajectory
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
 from flows.settings import FlywheelSettings, load_settings
@@ -46,6 +46,8 @@ def run_episodes(
     settings = load_settings()
     policy = build_policy(policy_name, settings, fault_rate)
     sandbox = MobileSandbox()
-    tasks = sample_tasks(n, seed, sandbox, capability=capability, difficulty=difficulty, split=split)
+    tasks = sample_tasks(
+        n, seed, sandbox, capability=capability, difficulty=difficulty, split=split
+    )
     budget = max_steps or settings.episode.max_steps
     return [run_episode(task, sandbox, policy, max_steps=budget) for task in tasks]

@@ -24,7 +24,9 @@ app = typer.Typer(
 )
 contract_app = typer.Typer(help="The action-feedback-verification contract.", no_args_is_help=True)
 tasks_app = typer.Typer(help="Task templates and sampled tasks.", no_args_is_help=True)
-bench_app = typer.Typer(help="Benchmarks: figures and ratios, never pass/fail.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Benchmarks: figures and ratios, never pass/fail.", no_args_is_help=True
+)
 app.add_typer(contract_app, name="contract")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(bench_app, name="bench")
@@ -66,7 +68,13 @@ def tasks_templates(as_json: JsonFlag = False) -> None:
         emit_json(items)
         return
     rows = [
-        (i["name"], ",".join(i["capabilities"]), i["difficulty"], ",".join(i["domains"]), i["split"])
+        (
+            i["name"],
+            ",".join(i["capabilities"]),
+            i["difficulty"],
+            ",".join(i["domains"]),
+            i["split"],
+        )
         for i in items
     ]
     typer.echo(table(("template", "capabilities", "difficulty", "domains", "split"), rows))

@@ -38,7 +38,7 @@ def capability_summary(trajectories: Sequence[Trajectory]) -> str:
     for t in trajectories:
         for capability in t.task.capabilities:
             groups[capability].append(t)
-    rows = []
+    rows: list[tuple[str, int, str, str]] = []
     for capability in Capability:
         group = groups.get(capability, [])
         if not group:
@@ -46,7 +46,7 @@ def capability_summary(trajectories: Sequence[Trajectory]) -> str:
             continue
         success = sum(t.verdict.passed for t in group) / len(group)
         steps = sum(t.cost.steps for t in group) / len(group)
-        rows.append((capability.value, len(group), f"{success:.0%}", steps))
+        rows.append((capability.value, len(group), f"{success:.0%}", f"{steps:.2f}"))
     total = len(trajectories)
     overall = sum(t.verdict.passed for t in trajectories) / total if total else 0.0
     body = table(("capability", "tasks", "success", "mean steps"), rows)

@@ -1,4 +1,4 @@
-"""The action–feedback–verification contract: the records every stage shares.
+"""The action-feedback-verification contract: the records every stage shares.
 
 Imports nothing else of this project.
 """

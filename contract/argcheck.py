@@ -107,24 +107,30 @@ def _compile_bounds(schema: dict[str, Any], parts: list[Checker]) -> None:
     if "minLength" in schema:
         n = schema["minLength"]
         parts.append(
-            lambda v, at: (at, f"must have at least {n} characters")
-            if isinstance(v, str) and len(v) < n
-            else None
+            lambda v, at: (
+                (at, f"must have at least {n} characters")
+                if isinstance(v, str) and len(v) < n
+                else None
+            )
         )
     if "maxLength" in schema:
         m = schema["maxLength"]
         parts.append(
-            lambda v, at: (at, f"must have at most {m} characters")
-            if isinstance(v, str) and len(v) > m
-            else None
+            lambda v, at: (
+                (at, f"must have at most {m} characters")
+                if isinstance(v, str) and len(v) > m
+                else None
+            )
         )
     if "pattern" in schema:
         pattern = re.compile(schema["pattern"])
         text = schema["pattern"]
         parts.append(
-            lambda v, at: (at, f"{v!r} does not match the pattern {text}")
-            if isinstance(v, str) and not pattern.search(v)
-            else None
+            lambda v, at: (
+                (at, f"{v!r} does not match the pattern {text}")
+                if isinstance(v, str) and not pattern.search(v)
+                else None
+            )
         )
 
 
@@ -161,16 +167,18 @@ def _compile_array(schema: dict[str, Any], path: str, parts: list[Checker]) -> N
     if "minItems" in schema:
         n = schema["minItems"]
         parts.append(
-            lambda v, at: (at, f"must have at least {n} items")
-            if isinstance(v, list) and len(v) < n
-            else None
+            lambda v, at: (
+                (at, f"must have at least {n} items")
+                if isinstance(v, list) and len(v) < n
+                else None
+            )
         )
     if "maxItems" in schema:
         m = schema["maxItems"]
         parts.append(
-            lambda v, at: (at, f"must have at most {m} items")
-            if isinstance(v, list) and len(v) > m
-            else None
+            lambda v, at: (
+                (at, f"must have at most {m} items") if isinstance(v, list) and len(v) > m else None
+            )
         )
     if "items" in schema:
         item_check = compile_schema(schema["items"], f"{path}[]")

@@ -47,4 +47,6 @@ class Feedback(Record):
     def failure(
         cls, kind: ErrorKind, message: str, field: str | None = None, latency_ms: float = 0.0
     ) -> Feedback:
-        return cls(error=ExecutionError(kind=kind, message=message, field=field), latency_ms=latency_ms)
+        return cls(
+            error=ExecutionError(kind=kind, message=message, field=field), latency_ms=latency_ms
+        )

@@ -85,7 +85,9 @@ def same(expected: Any, actual: Any) -> bool:
     if isinstance(expected, list) and isinstance(actual, list):
         return len(expected) == len(actual) and all(map(same, expected, actual))
     if isinstance(expected, dict) and isinstance(actual, dict):
-        return expected.keys() == actual.keys() and all(same(v, actual[k]) for k, v in expected.items())
+        return expected.keys() == actual.keys() and all(
+            same(v, actual[k]) for k, v in expected.items()
+        )
     return bool(expected == actual)
 
 
@@ -103,9 +105,10 @@ def _condition(cond: Condition, row: Row) -> bool:
     if op == "ne":
         return not same(target, value)
     if op in ("contains", "icontains"):
-        fold = (lambda x: x.casefold()) if op == "icontains" else (lambda x: x)
         if isinstance(value, str) and isinstance(target, str):
-            return fold(target) in fold(value)
+            if op == "icontains":
+                return target.casefold() in value.casefold()
+            return target in value
         if isinstance(value, list):
             return any(same(target, v) if op == "icontains" else target == v for v in value)
         return False
@@ -158,7 +161,7 @@ def _state(check: StatePredicateCheck, evidence: PrivilegedEvidence) -> tuple[bo
         return False, {"error": f"unknown collection {check.collection!r}"}
     matched = _filter(final.values(), check.where)
     ids = [str(r.get("id")) for r in matched]
-    info: dict[str, JsonValue] = {"matched": ids[:5], "count": len(ids)}
+    info: dict[str, Any] = {"matched": ids[:5], "count": len(ids)}
     if check.expect == "exists":
         met = bool(matched)
     elif check.expect == "exactly_one":
@@ -166,7 +169,9 @@ def _state(check: StatePredicateCheck, evidence: PrivilegedEvidence) -> tuple[bo
     elif check.expect == "absent":
         met = not matched
     else:
-        before = _filter((_collection(evidence.initial, check.collection) or {}).values(), check.where)
+        before = _filter(
+            (_collection(evidence.initial, check.collection) or {}).values(), check.where
+        )
         met = sorted(before, key=_row_key) == sorted(matched, key=_row_key)
         info["before"] = [str(r.get("id")) for r in before][:5]
     if not met and check.expect in ("exists", "exactly_one") and not matched:
@@ -204,7 +209,7 @@ def _action_order(check: ActionOrderCheck, done: list[Action]) -> tuple[bool, Js
         if position < len(check.sequence) and matches(check.sequence[position], action):
             position += 1
     met = position == len(check.sequence)
-    info: dict[str, JsonValue] = {"matched": position, "of": len(check.sequence)}
+    info: dict[str, Any] = {"matched": position, "of": len(check.sequence)}
     if not met:
         info["missing"] = check.sequence[position].describe()
     return met, info
@@ -223,7 +228,7 @@ def _collaboration(
         and arguments_match(check.arguments, a.arguments)
     ]
     count = sum(1 for a in attempted if a.agent == check.agent)
-    info: dict[str, JsonValue] = {"calls": count, "forbidden_used": list(forbidden)}
+    info: dict[str, Any] = {"calls": count, "forbidden_used": list(forbidden)}
     if not calls:
         info["problem"] = f"no successful call of the {check.agent} agent"
         return False, info
@@ -249,7 +254,7 @@ def _answer(check: AnswerCheck, steps: Sequence[Step]) -> tuple[bool, JsonValue]
         text = last.reason
     if last is None or last.kind != check.via:
         return False, {"ended_with": last.kind if last is not None else None}
-    missing = [t for t in check.contains if t.casefold() not in text.casefold()]
+    missing: list[JsonValue] = [t for t in check.contains if t.casefold() not in text.casefold()]
     return not missing, {"text": text[:500], "missing": missing}
 
 

@@ -208,6 +208,9 @@ def render_feedback(feedback: Feedback) -> str:
     return orjson.dumps(payload).decode()
 
 
+_NO_FEEDBACK = ExecutionError(kind=ErrorKind.BACKEND_ERROR, message="no feedback was recorded")
+
+
 def render_error(error: ExecutionError) -> str:
     return orjson.dumps({"error": error.model_dump(mode="json", exclude_none=True)}).decode()
 
@@ -399,6 +402,8 @@ class OpenAIPolicy:
 
 
 class OpenAISession:
+    """One episode: the conversation so far, and the tool calls still owed an answer."""
+
     def __init__(self, policy: OpenAIPolicy, view: TaskView) -> None:
         self._policy = policy
         self._tools = format_tools(view)
@@ -450,8 +455,9 @@ class OpenAISession:
     def _take(self, reply: Reply) -> tuple[Action | None, ExecutionError | None]:
         """Record ``reply`` in the conversation and turn it into an action or an error.
 
-        Every tool call id gets a tool message: the first one after its feedback (next
-        turn), the others at once, saying they were not executed.
+        Every tool call id is owed a tool message: the first its feedback (sent with the
+        next request) or, when it yields no action, its error (sent at once); the others
+        a note that they were not executed.
         """
         self._messages.append(reply.assistant_message())
         self._pending = [(c.id, NOT_EXECUTED) for c in reply.calls[1:]]
@@ -490,6 +496,3 @@ class OpenAISession:
                 text = render_feedback(feedback) if feedback else render_error(_NO_FEEDBACK)
             self._messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
         self._pending = []
-
-
-_NO_FEEDBACK = ExecutionError(kind=ErrorKind.BACKEND_ERROR, message="no feedback was recorded")

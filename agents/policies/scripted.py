@@ -12,6 +12,8 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from agents.policies.base import Decision, TaskView
+from agents.policies.perturb import FREE_ARGUMENTS, perturb
 from contract import (
     TERMINAL_KINDS,
     Action,
@@ -27,8 +29,6 @@ from contract import (
     ToolCall,
     ToolSpec,
 )
-from agents.policies.base import Decision, TaskView
-from agents.policies.perturb import FREE_ARGUMENTS, perturb
 
 SCRIPTED_VERSION = "1"
 LOOP_REPEATS = 4

@@ -79,7 +79,12 @@ def boolean(description: str, *, optional: bool = False) -> Param:
 
 
 def array(
-    description: str, items: Param, *, min_items: int = 1, max_items: int = 20, optional: bool = False
+    description: str,
+    items: Param,
+    *,
+    min_items: int = 1,
+    max_items: int = 20,
+    optional: bool = False,
 ) -> Param:
     schema = {
         "type": "array",

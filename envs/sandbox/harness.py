@@ -25,7 +25,11 @@ def seed_harness(state: Collections, rng: random.Random) -> None:
     friend = rng.choice(people)
     facts = [
         ("user.name", "Sam Rivera", "onboarding profile"),
-        ("user.best_friend", f"{friend['name']} (contact {friend['id']})", "conversation 2026-01-12"),
+        (
+            "user.best_friend",
+            f"{friend['name']} (contact {friend['id']})",
+            "conversation 2026-01-12",
+        ),
         ("user.shoe_size", str(rng.choice([39, 40, 41, 42, 43, 44])), "conversation 2026-02-02"),
         ("user.allergies", rng.choice(["none", "peanuts", "shellfish"]), "conversation 2026-01-20"),
     ]
@@ -74,7 +78,8 @@ def memory_write(ctx: ToolContext, key: str, value: str) -> JsonValue:
             ctx.update(MEMORY, row["id"], value=value, source=f"agent {WORLD_DATE}")
             return {"key": key, "status": "updated"}
     ctx.insert(
-        MEMORY, {"id": ctx.new_id("mem"), "key": key, "value": value, "source": f"agent {WORLD_DATE}"}
+        MEMORY,
+        {"id": ctx.new_id("mem"), "key": key, "value": value, "source": f"agent {WORLD_DATE}"},
     )
     return {"key": key, "status": "remembered"}
 

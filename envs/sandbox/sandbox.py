@@ -153,7 +153,9 @@ class MobileSandbox:
             )
         if self._fault_rate and self._faults.random() < self._fault_rate:
             kind = self._faults.choice((ErrorKind.BACKEND_ERROR, ErrorKind.TIMEOUT))
-            return Feedback.failure(kind, f"{action.tool}: the app did not respond", latency_ms=5000.0)
+            return Feedback.failure(
+                kind, f"{action.tool}: the app did not respond", latency_ms=5000.0
+            )
         return self._run(tool.check, tool.handler, action.arguments, tool.latency_ms)
 
     def _run(
@@ -185,7 +187,9 @@ class MobileSandbox:
         try:
             result = fn(ctx)
         except ToolFailure as failure:
-            return Feedback.failure(failure.kind, failure.message, failure.field, HARNESS_LATENCY_MS)
+            return Feedback.failure(
+                failure.kind, failure.message, failure.field, HARNESS_LATENCY_MS
+            )
         return Feedback(
             result=result, state_changes=tuple(ctx.changes), latency_ms=HARNESS_LATENCY_MS
         )

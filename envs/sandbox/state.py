@@ -15,11 +15,14 @@ WORLD_DATE = "2026-03-14"
 WORLD_TIME = "09:00"
 
 
-class ToolFailure(Exception):
+class ToolFailure(Exception):  # noqa: N818 - control flow inside the sandbox, not an error
     """Raised by a handler to return a typed error; the sandbox turns it into feedback."""
 
     def __init__(
-        self, message: str, field: str | None = None, kind: ErrorKind = ErrorKind.PRECONDITION_FAILED
+        self,
+        message: str,
+        field: str | None = None,
+        kind: ErrorKind = ErrorKind.PRECONDITION_FAILED,
     ) -> None:
         super().__init__(message)
         self.message = message

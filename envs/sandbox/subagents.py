@@ -88,7 +88,7 @@ def _gui(ctx: ToolContext, args: dict[str, Any]) -> JsonValue:
     return {"app": app, "option": target, "enabled": args["value"]}
 
 
-def _search(ctx: ToolContext, args: dict[str, Any]) -> JsonValue:
+def _search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     words = set(_WORD.findall(args["query"].lower()))
     scored = []
     for row in ctx.rows(KNOWLEDGE):

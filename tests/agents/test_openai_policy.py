@@ -232,9 +232,7 @@ def test_only_the_first_of_several_tool_calls_is_executed(task: TaskSpec) -> Non
 
 
 def test_ill_typed_harness_call_names_the_field(task: TaskSpec) -> None:
-    trajectory, _ = run(
-        task, [tool_call_reply("memory_read", '{"key": 3}'), *plan_replies(task)]
-    )
+    trajectory, _ = run(task, [tool_call_reply("memory_read", '{"key": 3}'), *plan_replies(task)])
 
     first = trajectory.steps[0]
     assert first.action is None
@@ -282,9 +280,7 @@ def test_view_only_harness_parsing() -> None:
     assert parse_call(RawCall("1", "memory_read", '{"key": "user.name"}'), subagents) == (
         MemoryRead(key="user.name")
     )
-    assert parse_call(RawCall("1", "finish", '{"answer": "ok"}'), subagents) == Finish(
-        answer="ok"
-    )
+    assert parse_call(RawCall("1", "finish", '{"answer": "ok"}'), subagents) == Finish(answer="ok")
     call = RawCall("1", "subagent_gui", '{"instruction": "open", "app": "bank"}')
     assert parse_call(call, subagents) == SubAgentCall(
         agent="gui", instruction="open", arguments={"app": "bank"}

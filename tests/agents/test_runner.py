@@ -107,7 +107,9 @@ def test_backend_faults_end_the_episode_as_backend_error() -> None:
 def test_same_task_and_policy_give_identical_trajectories(sandbox: MobileSandbox) -> None:
     policy = ScriptedPolicy(FaultConfig(rate=1.0))
     task = _task(sandbox, seed=9)
-    assert run_episode(task, sandbox, policy).to_json() == run_episode(task, sandbox, policy).to_json()
+    assert (
+        run_episode(task, sandbox, policy).to_json() == run_episode(task, sandbox, policy).to_json()
+    )
 
 
 def test_injected_faults_are_recorded(faulty_trajectories: list[Trajectory]) -> None:

@@ -13,7 +13,9 @@ FLYWHEEL = str(Path(sys.executable).parent / "flywheel")
 
 
 def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([FLYWHEEL, *args], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [FLYWHEEL, *args], capture_output=True, text=True, timeout=120, check=False
+    )
     if check:
         assert result.returncode == 0, result.stderr
     return result

@@ -20,10 +20,9 @@ def _samples(spec: ToolSpec, rng: random.Random) -> list[dict[str, Any]]:
     props: dict[str, Any] = spec.parameters["properties"]
     good = {name: _example(schema) for name, schema in props.items()}
     samples = [good, {}, {**good, "unexpected": 1}]
-    for name in props:
-        for value in rng.sample(JUNK, 4):
-            samples.append({**good, name: value})
-        samples.append({**good, name: perturb(good[name], props[name])})
+    for name, schema in props.items():
+        samples.extend({**good, name: value} for value in rng.sample(JUNK, 4))
+        samples.append({**good, name: perturb(good[name], schema)})
         samples.append({k: v for k, v in good.items() if k != name})
     return samples
 

@@ -34,9 +34,11 @@ def test_no_tool_call_crashes_the_episode(sandbox: MobileSandbox) -> None:
     sandbox.reset_to(InitialConditions(seed=1), [s.name for s in specs])
     rng = random.Random(0)
     for spec in specs:
-        names = list(spec.parameters["properties"]) + ["bogus"]
+        names = [*list(spec.parameters["properties"]), "bogus"]
         for _ in range(40):
-            args = {name: rng.choice(JUNK) for name in rng.sample(names, rng.randint(0, len(names)))}
+            args = {
+                name: rng.choice(JUNK) for name in rng.sample(names, rng.randint(0, len(names)))
+            }
             feedback = sandbox.execute(ToolCall(tool=spec.name, arguments=args))
             if feedback.error is not None:
                 assert feedback.error.kind is not ErrorKind.BACKEND_ERROR, (spec.name, args)
@@ -68,7 +70,9 @@ def test_memory_skills_and_subagents(sandbox: MobileSandbox) -> None:
     wrote = sandbox.execute(MemoryWrite(key="user.coffee", value="flat white"))
     assert wrote.state_changes and wrote.state_changes[0].op == "created"
     found = sandbox.execute(MemorySearch(query="coffee"))
-    assert isinstance(found.result, list) and found.result[0]["value"] == "flat white"
+    assert isinstance(found.result, list)
+    first = found.result[0]
+    assert isinstance(first, dict) and first["value"] == "flat white"
     skill = sandbox.execute(SkillLoad(name="nope"))
     assert skill.error is not None and "share_location" in skill.error.message
     gui = sandbox.execute(

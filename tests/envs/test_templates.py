@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from agents.policies.perturb import FREE_ARGUMENTS, perturb
@@ -66,7 +68,7 @@ def _schema_of(action: Action, name: str) -> dict[str, object]:
 
 def _wrong_variants(action: Action) -> list[tuple[str, Action]]:
     if isinstance(action, ToolCall | SubAgentCall):
-        variants = []
+        variants: list[tuple[str, Action]] = []
         for name, value in action.arguments.items():
             if name in FREE_ARGUMENTS:
                 continue
@@ -119,15 +121,13 @@ def test_verifier_rejects_a_missing_step(template: TaskTemplate) -> None:
             assert not verdict.passed, f"plan without step {i} ({plan[i].describe()}) passes"
 
 
-@pytest.mark.parametrize(
-    "template", [t for t in ALL_TEMPLATES if t.ordered], ids=lambda t: t.name
-)
+@pytest.mark.parametrize("template", [t for t in ALL_TEMPLATES if t.ordered], ids=lambda t: t.name)
 def test_verifier_rejects_a_wrong_order(template: TaskTemplate) -> None:
     for task in _tasks(template):
         plan = list(task.reference_plan)
         decisive = [i for i, a in enumerate(plan) if _is_decisive(task, a)]
         swapped_any = False
-        for i, j in zip(decisive, decisive[1:], strict=False):
+        for i, j in itertools.pairwise(decisive):
             if plan[i].target == plan[j].target or isinstance(plan[j], Finish):
                 continue
             swapped = list(plan)

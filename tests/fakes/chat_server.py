@@ -159,7 +159,9 @@ class ScriptedChatServer:
         self._script = _Script(replies=deque(replies))
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self._script))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:

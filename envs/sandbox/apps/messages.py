@@ -63,7 +63,7 @@ def send_message(ctx: ToolContext, args: dict[str, Any]) -> JsonValue:
     "List recent incoming messages, newest first.",
     {"limit": integer("how many to return", minimum=1, maximum=50, optional=True)},
 )
-def list_messages(ctx: ToolContext, args: dict[str, Any]) -> JsonValue:
+def list_messages(ctx: ToolContext, args: dict[str, Any]) -> list[Any]:
     rows = sorted(ctx.rows("messages.inbox"), key=lambda r: (r["date"], r["id"]), reverse=True)
     return rows[: args.get("limit", 10)]
 
@@ -72,9 +72,11 @@ def list_messages(ctx: ToolContext, args: dict[str, Any]) -> JsonValue:
     "Read the whole conversation with one contact, oldest first.",
     {"contact_id": text("contact id")},
 )
-def read_conversation(ctx: ToolContext, args: dict[str, Any]) -> JsonValue:
+def read_conversation(ctx: ToolContext, args: dict[str, Any]) -> list[Any]:
     cid = args["contact_id"]
     ctx.get("contacts.people", cid, "contact_id")
     incoming = [r for r in ctx.rows("messages.inbox") if r["contact_id"] == cid]
-    outgoing = [{**r, "direction": "out"} for r in ctx.rows("messages.sent") if r["contact_id"] == cid]
+    outgoing = [
+        {**r, "direction": "out"} for r in ctx.rows("messages.sent") if r["contact_id"] == cid
+    ]
     return sorted(incoming + outgoing, key=lambda r: (r["date"], r["id"]))

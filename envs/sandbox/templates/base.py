@@ -64,7 +64,9 @@ class Params:
     def finish(self) -> dict[str, JsonValue]:
         unknown = sorted(set(self._given) - set(self.values))
         if unknown:
-            raise InvalidInputError(f"params.{unknown[0]}", "unknown parameter", sorted(self.values))
+            raise InvalidInputError(
+                f"params.{unknown[0]}", "unknown parameter", sorted(self.values)
+            )
         return self.values
 
 

@@ -39,7 +39,9 @@ def template_named(name: str) -> TaskTemplate:
     for template in ALL_TEMPLATES:
         if template.name == name:
             return template
-    raise InvalidInputError("template", f"unknown template {name!r}", [t.name for t in ALL_TEMPLATES])
+    raise InvalidInputError(
+        "template", f"unknown template {name!r}", [t.name for t in ALL_TEMPLATES]
+    )
 
 
 def split_of(template: TaskTemplate, fingerprint: str) -> Split:

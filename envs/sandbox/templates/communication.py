@@ -37,9 +37,7 @@ def text_contact(world: Collections, p: Params) -> Draft:
         goal=f'Text {person["name"]}: "{message}"',
         plan=[
             ToolCall(tool="search_contacts", arguments={"query": person["name"]}),
-            ToolCall(
-                tool="send_message", arguments={"contact_id": person["id"], "text": message}
-            ),
+            ToolCall(tool="send_message", arguments={"contact_id": person["id"], "text": message}),
         ],
         checks=[
             StatePredicateCheck(
@@ -74,7 +72,9 @@ def lookup_phone_number(world: Collections, p: Params) -> Draft:
 
 
 @templates.template(
-    [Capability.MEMORY, Capability.TOOL_USE], Difficulty.MEDIUM, ["contacts", "messages"],
+    [Capability.MEMORY, Capability.TOOL_USE],
+    Difficulty.MEDIUM,
+    ["contacts", "messages"],
     ordered=True,
 )
 def text_relative_from_memory(world: Collections, p: Params) -> Draft:
@@ -95,9 +95,7 @@ def text_relative_from_memory(world: Collections, p: Params) -> Draft:
         setup=[fact],
         plan=[
             MemoryRead(key=f"user.{relation}"),
-            ToolCall(
-                tool="send_message", arguments={"contact_id": person["id"], "text": message}
-            ),
+            ToolCall(tool="send_message", arguments={"contact_id": person["id"], "text": message}),
         ],
         checks=[
             ActionOrderCheck(
@@ -117,4 +115,3 @@ def text_relative_from_memory(world: Collections, p: Params) -> Draft:
             ),
         ],
     )
-
