@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -31,6 +32,8 @@ from envs.sandbox.state import Collections, ToolContext, ToolFailure, copy_colle
 from envs.sandbox.subagents import SUBAGENTS, seed_subagents
 
 HARNESS_LATENCY_MS = 5.0
+WORLD_CACHE_SIZE = 64
+"""Pristine worlds kept per seed: G rollouts of one task reset from a copy, not a rebuild."""
 SUBAGENT_LATENCY_MS = 900.0
 
 
@@ -59,6 +62,7 @@ class MobileSandbox:
         self._counters: dict[str, int] = {}
         self._available: dict[str, SandboxTool] = {}
         self._faults = random.Random(0)
+        self._worlds: OrderedDict[int, Collections] = OrderedDict()
         self._dispatch: dict[str, Callable[[Any], Feedback]] = {
             "tool_call": self._tool_call,
             "memory_read": self._memory_read,
@@ -92,7 +96,19 @@ class MobileSandbox:
     # -- episode lifecycle -------------------------------------------------------------
 
     def build_world(self, seed: int) -> Collections:
-        """The seeded state before any task patch: each app draws from its own stream."""
+        """The seeded state before any task patch (a fresh copy the caller may change)."""
+        world = self._worlds.get(seed)
+        if world is None:
+            world = self._generate_world(seed)
+            self._worlds[seed] = world
+            if len(self._worlds) > WORLD_CACHE_SIZE:
+                self._worlds.popitem(last=False)
+        else:
+            self._worlds.move_to_end(seed)
+        return copy_collections(world)
+
+    def _generate_world(self, seed: int) -> Collections:
+        """Each app draws from its own stream, so adding an app changes no other app."""
         state: Collections = {}
         for app in self._apps:
             rng = random.Random(f"{seed}:{app.domain}")

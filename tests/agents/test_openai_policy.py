@@ -24,12 +24,14 @@ from agents.runner import run_episode
 from contract import (
     ErrorKind,
     Finish,
+    InvalidInputError,
     MemoryRead,
     Outcome,
     SubAgentCall,
     TaskSpec,
     Termination,
     ToolCall,
+    ToolSpec,
     Trajectory,
 )
 from envs.sandbox import MobileSandbox
@@ -275,7 +277,7 @@ def test_unreachable_endpoint_ends_as_backend_error(task: TaskSpec) -> None:
     assert delays == [0.5, 1.0]
 
 
-def test_view_only_harness_parsing() -> None:
+def test_harness_calls_parse_to_actions() -> None:
     subagents = frozenset({"gui"})
     assert parse_call(RawCall("1", "memory_read", '{"key": "user.name"}'), subagents) == (
         MemoryRead(key="user.name")
@@ -301,3 +303,11 @@ def test_start_reads_only_the_view() -> None:
         view,
     )
     assert session.messages[1] == {"role": "user", "content": "Say hi"}
+
+
+def test_a_tool_named_like_a_harness_function_is_refused_at_start() -> None:
+    clash = ToolSpec(name="finish", domain="x", description="clash", parameters={"type": "object"})
+    view = TaskView(goal="g", tools=(clash,), subagents=(), max_steps=3)
+    policy = OpenAIPolicy(make_client("http://127.0.0.1:9/v1", None, 1.0), MODEL)
+    with pytest.raises(InvalidInputError, match="finish"):
+        policy.start(None, view)  # type: ignore[arg-type]

@@ -108,3 +108,13 @@ def test_setup_patches_are_validated(sandbox: MobileSandbox) -> None:
         sandbox.reset_to(InitialConditions(seed=1, setup=(patch,)), [])
     with pytest.raises(InvalidInputError, match="unknown tool"):
         sandbox.reset_to(InitialConditions(seed=1), ["teleport"])
+
+
+def test_episodes_never_change_the_cached_pristine_worlds(
+    sandbox: MobileSandbox, faulty_trajectories: list[Any]
+) -> None:
+    """Handlers replace values instead of mutating them, so cached worlds stay pristine."""
+    fresh = MobileSandbox()
+    for trajectory in faulty_trajectories[-60:]:  # still in the cache
+        seed = trajectory.task.initial_conditions.seed
+        assert sandbox.build_world(seed) == fresh.build_world(seed)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime
 import re
-from typing import Any
+from typing import Any, Literal
 
 from contract import (
+    ActionKind,
     ActionOrderCheck,
     ActionPattern,
     AnswerCheck,
@@ -44,19 +45,20 @@ def day_name(iso: str) -> str:
     return f"{d:%A}, {d:%B} {d.day}"
 
 
-def _state(collection: str, expect: str = "exactly_one", **conds: Any) -> StatePredicateCheck:
+Expect = Literal["exists", "exactly_one", "absent", "unchanged"]
+
+
+def _state(collection: str, expect: Expect = "exactly_one", **conds: Any) -> StatePredicateCheck:
     """A state check; ``title__icontains="x"`` style keys give the operator."""
     where = []
     for key, value in conds.items():
         field, _, op = key.partition("__")
         where.append(Condition(field=field, op=op or "eq", value=value))
-    return StatePredicateCheck(collection=collection, where=tuple(where), expect=expect)  # type: ignore[arg-type]
+    return StatePredicateCheck(collection=collection, where=tuple(where), expect=expect)
 
 
-def _order(*patterns: tuple[str, str]) -> ActionOrderCheck:
-    return ActionOrderCheck(
-        sequence=tuple(ActionPattern(kind=k, target=t) for k, t in patterns),  # type: ignore[arg-type]
-    )
+def _order(*patterns: tuple[ActionKind, str]) -> ActionOrderCheck:
+    return ActionOrderCheck(sequence=tuple(ActionPattern(kind=k, target=t) for k, t in patterns))
 
 
 def _place(world: Collections, name: str) -> dict[str, Any]:
@@ -94,6 +96,8 @@ def _knowledge(title: str, body: str) -> StatePatch:
 NEW_EVENT_TITLES = ["Haircut", "Car service", "Pilates class", "Piano recital", "Vet visit"]
 NEW_ALARM_TIMES = ["05:30", "06:15", "06:45", "07:45", "08:30"]
 ALARM_LABELS = ["Gym", "Take medicine", "Call mum", "Water the plants"]
+PERSONAL = "@example.com"
+"""Contacts' addresses end with this; businesses use other domains."""
 MESSAGES_TO_REPLY = [
     "Thanks, I will take a look tonight",
     "Sounds good, count me in",
@@ -118,9 +122,7 @@ def add_calendar_event(world: Collections, p: Params) -> Draft:
                 arguments={"title": title, "date": date, "start": start, "end": end},
             )
         ],
-        checks=[
-            _state("calendar.events", title__icontains=title, date=date, start=start, end=end)
-        ],
+        checks=[_state("calendar.events", title__icontains=title, date=date, start=start, end=end)],
     )
 
 
@@ -158,23 +160,22 @@ def add_city_to_world_clock(world: Collections, p: Params) -> Draft:
     )
 
 
+NEW_NOTES = {
+    "Packing list": ("Charger, swimsuit, sunscreen", "travel"),
+    "Party shopping": ("Balloons, candles, lemonade", "shopping"),
+    "Podcast ideas": ("Interview a beekeeper about city bees", "ideas"),
+    "Sprint retro": ("Too many meetings; pair more on reviews", "work"),
+}
+
+
 @templates.template([TOOL], EASY, ["notes"])
 def write_new_note(world: Collections, p: Params) -> Draft:
-    title, body, folder = p.pick(
-        "note",
-        [
-            ["Packing list", "Charger, swimsuit, sunscreen", "travel"],
-            ["Party shopping", "Balloons, candles, lemonade", "shopping"],
-            ["Podcast ideas", "Interview a beekeeper about city bees", "ideas"],
-            ["Sprint retro", "Too many meetings; pair more on reviews", "work"],
-        ],
-    )
+    title = p.pick("title", list(NEW_NOTES))
+    body, folder = NEW_NOTES[title]
     return Draft(
         goal=f'Create a note titled "{title}" in my {folder} folder that says "{body}".',
         plan=[
-            ToolCall(
-                tool="create_note", arguments={"title": title, "body": body, "folder": folder}
-            )
+            ToolCall(tool="create_note", arguments={"title": title, "body": body, "folder": folder})
         ],
         checks=[_state("notes.notes", title__icontains=title, body__icontains=body, folder=folder)],
     )
@@ -198,7 +199,8 @@ def when_does_event_start(world: Collections, p: Params) -> Draft:
 
 @templates.template([TOOL], MEDIUM, ["email"])
 def reply_to_an_email(world: Collections, p: Params) -> Draft:
-    mail = world["email.inbox"][p.pick("email_id", list(world["email.inbox"]))]
+    personal = [m["id"] for m in rows(world, "email.inbox") if m["from_email"].endswith(PERSONAL)]
+    mail = world["email.inbox"][p.pick("email_id", personal)]
     body = p.pick("text", MESSAGES_TO_REPLY)
     return Draft(
         goal=f'Reply to the email "{mail["subject"]}" from {mail["from_name"]}: "{body}"',
@@ -244,12 +246,15 @@ def forward_email_to_contact(world: Collections, p: Params) -> Draft:
     )
 
 
+RIDE_NAMES = {"standard": "a standard", "comfort": "a comfort", "xl": "an XL"}
+
+
 @templates.template([TOOL], MEDIUM, ["maps"])
 def ride_to_place(world: Collections, p: Params) -> Draft:
     place = world["maps.places"][p.pick("place_id", list(world["maps.places"]))]
     ride_type = p.pick("ride_type", ["standard", "comfort", "xl"])
     return Draft(
-        goal=f"Get me a {ride_type} ride to {place['name']} right now.",
+        goal=f"Get me {RIDE_NAMES[ride_type]} ride to {place['name']} right now.",
         plan=[
             ToolCall(tool="search_places", arguments={"query": place["name"]}),
             ToolCall(
@@ -263,17 +268,19 @@ def ride_to_place(world: Collections, p: Params) -> Draft:
     )
 
 
+def _portions(qty: int) -> str:
+    return "one portion" if qty == 1 else f"{qty} portions"
+
+
 @templates.template([TOOL], MEDIUM, ["food"])
 def order_dish_for_delivery(world: Collections, p: Params) -> Draft:
-    restaurant = world["food.restaurants"][
-        p.pick("restaurant_id", list(world["food.restaurants"]))
-    ]
+    restaurant = world["food.restaurants"][p.pick("restaurant_id", list(world["food.restaurants"]))]
     dishes = [m for m in world["food.menu"].values() if m["restaurant_id"] == restaurant["id"]]
     dish = world["food.menu"][p.pick("item_id", [m["id"] for m in dishes])]
     qty = p.integer("quantity", 1, 3)
     line = {"item_id": dish["id"], "quantity": qty}
     return Draft(
-        goal=f"Order {qty} x {dish['name']} from {restaurant['name']} for delivery.",
+        goal=f"Order {_portions(qty)} of {dish['name']} from {restaurant['name']} for delivery.",
         plan=[
             ToolCall(tool="search_restaurants", arguments={"query": restaurant["name"]}),
             ToolCall(tool="get_menu", arguments={"restaurant_id": restaurant["id"]}),
@@ -366,7 +373,7 @@ def meeting_in_first_free_hour(world: Collections, p: Params) -> Draft:
     title = p.pick("title", ["Project sync", "Contract review", "Roadmap chat"])
     return Draft(
         goal=(
-            f'Find the earliest free hour between 9:00 and 17:00 on {day_name(date)}, book a '
+            f"Find the earliest free hour between 9:00 and 17:00 on {day_name(date)}, book a "
             f'one-hour "{title}" with {person["name"]} then, and email them the time with '
             f'"{title}" as the subject.'
         ),
@@ -444,8 +451,9 @@ def _dinner_steps(
             time=time,
             party_size=size,
         ),
-        _state("calendar.events", title__icontains=restaurant["name"], date=date, start=time,
-               end=end),  # fmt: skip
+        _state(
+            "calendar.events", title__icontains=restaurant["name"], date=date, start=time, end=end
+        ),
         _state("messages.sent", contact_id=cid, text__icontains=restaurant["name"]),
     ]
     return plan, checks
@@ -456,9 +464,7 @@ DINNER_TIMES = ["19:00", "19:30", "20:00", "20:30"]
 
 @templates.template([TOOL], HARD, ["food", "calendar", "contacts", "messages"])
 def dinner_booking_with_friend(world: Collections, p: Params) -> Draft:
-    restaurant = world["food.restaurants"][
-        p.pick("restaurant_id", list(world["food.restaurants"]))
-    ]
+    restaurant = world["food.restaurants"][p.pick("restaurant_id", list(world["food.restaurants"]))]
     date = p.pick("date", UPCOMING)
     time = p.pick("time", DINNER_TIMES)
     size = p.integer("party_size", 2, 6)
@@ -577,14 +583,13 @@ def usual_takeaway_from_memory(world: Collections, p: Params) -> Draft:
 
 @templates.template([Capability.MEMORY, TOOL], MEDIUM, ["email"], ordered=True, split=Split.DEV)
 def email_landlord_from_memory(world: Collections, p: Params) -> Draft:
-    name, address = p.pick(
-        "landlord",
-        [
-            ["Maria Lopes", "maria.lopes@rentals.example"],
-            ["Henrik Dahl", "h.dahl@homes.example"],
-            ["Fatima Rahman", "fatima@lettings.example"],
-        ],
-    )
+    landlords = {
+        "Maria Lopes": "maria.lopes@rentals.example",
+        "Henrik Dahl": "h.dahl@homes.example",
+        "Fatima Rahman": "fatima@lettings.example",
+    }
+    name = p.pick("landlord", list(landlords))
+    address = landlords[name]
     issue = p.pick("issue", ["boiler is broken", "kitchen tap is leaking", "doorbell is dead"])
     key = "user.landlord"
     body = f"Hello, the {issue} again. Could someone come and fix it this week?"
@@ -614,9 +619,7 @@ def email_landlord_from_memory(world: Collections, p: Params) -> Draft:
     [Capability.MEMORY, TOOL], HARD, ["food", "calendar", "contacts", "messages"], ordered=True
 )
 def favourite_restaurant_dinner(world: Collections, p: Params) -> Draft:
-    restaurant = world["food.restaurants"][
-        p.pick("restaurant_id", list(world["food.restaurants"]))
-    ]
+    restaurant = world["food.restaurants"][p.pick("restaurant_id", list(world["food.restaurants"]))]
     date = p.pick("date", UPCOMING)
     time = p.pick("time", DINNER_TIMES)
     cid = p.pick("contact_id", list(world["contacts.people"]))
@@ -625,7 +628,7 @@ def favourite_restaurant_dinner(world: Collections, p: Params) -> Draft:
     return Draft(
         goal=(
             f"Book a table for two at my favourite restaurant on {day_name(date)} at {time}, "
-            'block two hours in my calendar titled "Dinner at" and the restaurant\'s name, '
+            'add a two-hour calendar event named "Dinner at" followed by the restaurant, '
             f"and text {_contact(world, cid)['name']} where and when."
         ),
         setup=[_memory(key, restaurant["name"], "2026-01-30")],
@@ -709,7 +712,9 @@ def agenda_note_skill(world: Collections, p: Params) -> Draft:
             ),
         ],
         checks=[
-            _order(("skill_load", name), ("tool_call", "list_events"), ("tool_call", "create_note")),
+            _order(
+                ("skill_load", name), ("tool_call", "list_events"), ("tool_call", "create_note")
+            ),
             ExactToolCallCheck(tool="list_events", arguments={"date": date}),
             StatePredicateCheck(
                 collection="notes.notes",
@@ -864,8 +869,8 @@ def gym_number_by_email(world: Collections, p: Params) -> Draft:
 @templates.template([Capability.SUBAGENT, TOOL], MEDIUM, ["clock"], split=Split.DEV)
 def pharmacy_opening_alarm(world: Collections, p: Params) -> Draft:
     pharmacy = p.pick("pharmacy", ["Green Cross Pharmacy", "Riverside Pharmacy"])
-    opens = p.pick("opens", [t for t in ["08:45", "09:15", "09:45", "10:15"]
-                             if t not in SEEDED_ALARM_TIMES])  # fmt: skip
+    times = ["08:45", "09:15", "09:45", "10:15"]
+    opens = p.pick("opens", [t for t in times if t not in SEEDED_ALARM_TIMES])
     return Draft(
         goal=(
             f"Ask the search agent when {pharmacy} opens on Saturdays and set an alarm "
@@ -897,7 +902,7 @@ def pharmacy_opening_alarm(world: Collections, p: Params) -> Draft:
 @templates.template([Capability.SUBAGENT, TOOL], HARD, ["calendar", "maps"])
 def concert_night_with_agents(world: Collections, p: Params) -> Draft:
     venue = _place(world, p.pick("venue", ["Riverside Arena", "Blue Note Club"]))
-    artist = p.pick("artist", ["The Lumineers", "Norah Jones", "Arctic Monkeys"])
+    artist = p.pick("artist", ["Norah Jones", "Arctic Monkeys", "Florence and the Machine"])
     date = p.pick("date", UPCOMING)
     doors = p.pick("doors", ["18:30", "19:00", "19:30", "20:00"])
     pickup = hhmm(minutes(doors) - 30)
@@ -951,9 +956,7 @@ def concert_night_with_agents(world: Collections, p: Params) -> Draft:
                 arguments=dict(gui_args),
                 then=ActionPattern(kind="tool_call", target="request_ride"),
             ),
-            _state(
-                "calendar.events", title__icontains=title, date=date, start=doors, end="23:00"
-            ),
+            _state("calendar.events", title__icontains=title, date=date, start=doors, end="23:00"),
             _state("gui.permissions", id="transit:notifications", granted=True),
             _state(
                 "maps.rides",
