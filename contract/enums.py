@@ -49,7 +49,7 @@ class ErrorKind(StrEnum):
     BACKEND_ERROR = "backend_error"
     TIMEOUT = "timeout"
     MALFORMED_OUTPUT = "malformed_output"
-    """The model produced no usable action (text without a tool call, several tools at once)."""
+    """The model produced no usable action (text without a tool call)."""
     ENDPOINT_REFUSAL = "endpoint_refusal"
     """The model endpoint refused to answer (its safety system, not the agent's decision)."""
 

@@ -196,7 +196,11 @@ class MobileSandbox:
             return Feedback.failure(
                 ErrorKind.BACKEND_ERROR, f"internal error: {type(exc).__name__}: {exc}"
             )
-        return Feedback(result=result, state_changes=tuple(ctx.changes), latency_ms=latency_ms)
+        # Handlers return plain JSON built from the state; skipping re-validation of large
+        # results keeps a call in microseconds (tests validate every tool's results).
+        return Feedback.model_construct(
+            result=result, state_changes=tuple(ctx.changes), latency_ms=latency_ms
+        )
 
     def _harness(self, fn: Callable[[ToolContext], JsonValue]) -> Feedback:
         ctx = ToolContext(self._state, self._counters)

@@ -9,6 +9,7 @@ import pytest
 
 from contract import (
     ErrorKind,
+    Feedback,
     InitialConditions,
     InvalidInputError,
     MemoryRead,
@@ -40,6 +41,7 @@ def test_no_tool_call_crashes_the_episode(sandbox: MobileSandbox) -> None:
                 name: rng.choice(JUNK) for name in rng.sample(names, rng.randint(0, len(names)))
             }
             feedback = sandbox.execute(ToolCall(tool=spec.name, arguments=args))
+            assert Feedback.model_validate_json(feedback.to_json()) == feedback
             if feedback.error is not None:
                 assert feedback.error.kind is not ErrorKind.BACKEND_ERROR, (spec.name, args)
 

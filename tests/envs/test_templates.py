@@ -11,11 +11,13 @@ from contract import (
     Action,
     AnswerCheck,
     Capability,
+    Clarify,
     Difficulty,
     ExactToolCallCheck,
     Finish,
     MemoryRead,
     MemorySearch,
+    Refuse,
     SkillLoad,
     Split,
     Step,
@@ -51,8 +53,10 @@ def _is_decisive(task: TaskSpec, action: Action) -> bool:
             isinstance(c, ExactToolCallCheck) and c.tool == action.tool
             for c in task.verifier.checks
         )
-    if isinstance(action, Finish):
-        return any(isinstance(c, AnswerCheck) for c in task.verifier.checks)
+    if isinstance(action, Finish | Clarify | Refuse):
+        return any(
+            isinstance(c, AnswerCheck) and c.via == action.kind for c in task.verifier.checks
+        )
     return isinstance(action, MemoryRead | MemorySearch | SkillLoad | SubAgentCall)
 
 
@@ -81,6 +85,8 @@ def _wrong_variants(action: Action) -> list[tuple[str, Action]]:
         return [("name", SkillLoad(name=f"{action.name}_other"))]
     if isinstance(action, Finish):
         return [("answer", Finish(answer="I could not find it."))]
+    if isinstance(action, Refuse):
+        return [("refuse", Finish(answer="Done."))]
     return []
 
 

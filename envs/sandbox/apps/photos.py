@@ -37,7 +37,7 @@ def seed_photos(state: Collections, rng: random.Random) -> None:
     ids = list(photos)
     albums = {}
     for i, name in enumerate(("Family", "Trips", "Food")):
-        aid = f"al-{i + 1}"
+        aid = f"alb-{i + 1}"
         albums[aid] = {"id": aid, "name": name, "photo_ids": sorted(rng.sample(ids, 4))}
     state["photos.items"] = photos
     state["photos.albums"] = albums
@@ -75,14 +75,14 @@ def create_album(ctx: ToolContext, args: dict[str, Any]) -> JsonValue:
         raise ToolFailure(f"an album named {name!r} already exists", field="name")
     for pid in args["photo_ids"]:
         ctx.get("photos.items", pid, "photo_ids")
-    row = {"id": ctx.new_id("al"), "name": name, "photo_ids": list(args["photo_ids"])}
+    row = {"id": ctx.new_id("alb"), "name": name, "photo_ids": list(args["photo_ids"])}
     ctx.insert("photos.albums", row)
     return {"album_id": row["id"], "name": name, "photos": len(row["photo_ids"])}
 
 
 @app.tool(
     "Add a photo to an existing album.",
-    {"album_id": text("album id, e.g. al-2"), "photo_id": text("photo id")},
+    {"album_id": text("album id, e.g. alb-2"), "photo_id": text("photo id")},
     effect=ToolEffect.WRITE,
 )
 def add_photo_to_album(ctx: ToolContext, args: dict[str, Any]) -> JsonValue:

@@ -289,7 +289,11 @@ def order_dish_for_delivery(world: Collections, p: Params) -> Draft:
                 arguments={"restaurant_id": restaurant["id"], "items": [line]},
             ),
         ],
-        checks=[_state("food.orders", restaurant_id=restaurant["id"], items__contains=line)],
+        checks=[
+            _state(
+                "food.orders", restaurant_id=restaurant["id"], items__contains=line, status="placed"
+            )
+        ],
     )
 
 
@@ -576,7 +580,9 @@ def usual_takeaway_from_memory(world: Collections, p: Params) -> Draft:
         ],
         checks=[
             _order(("memory_read", key), ("tool_call", "place_food_order")),
-            _state("food.orders", restaurant_id=restaurant["id"], items__contains=line),
+            _state(
+                "food.orders", restaurant_id=restaurant["id"], items__contains=line, status="placed"
+            ),
         ],
     )
 
@@ -769,7 +775,7 @@ def leave_for_work_skill(world: Collections, p: Params) -> Draft:
                 ("tool_call", "send_message"),
                 ("tool_call", "start_timer"),
             ),
-            _state("maps.rides", dropoff_id=office["id"], ride_type="standard"),
+            _state("maps.rides", dropoff_id=office["id"], ride_type="standard", status="requested"),
             _state("messages.sent", contact_id=person["id"], text__icontains=text),
             _state("clock.timers", minutes=mins, label__icontains="Commute"),
         ],
@@ -964,6 +970,7 @@ def concert_night_with_agents(world: Collections, p: Params) -> Draft:
                 ride_type="comfort",
                 pickup_date=date,
                 pickup_time=pickup,
+                status="scheduled",
             ),
         ],
     )
