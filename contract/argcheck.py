@@ -38,6 +38,17 @@ _TYPE_TESTS: dict[str, Callable[[Any], bool]] = {
 }
 
 
+_CLASSES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+    "null": (type(None),),
+}
+
+
 def _json_type_name(value: Any) -> str:
     for name in ("boolean", "integer", "number", "string", "object", "array", "null"):
         if _TYPE_TESTS[name](value):
@@ -57,11 +68,12 @@ def compile_schema(schema: dict[str, Any], path: str = "") -> Checker:
         for name in names:
             if name not in _TYPE_TESTS:
                 raise SchemaError(f"{path or 'schema'}: unknown type {name!r}")
-        tests = [_TYPE_TESTS[n] for n in names]
+        classes = tuple(c for n in names for c in _CLASSES[n])
+        bools_ok = "boolean" in names  # bool is an int in Python, not in JSON
         expected = " or ".join(names)
 
         def check_type(value: Any, at: str) -> ArgumentProblem | None:
-            if any(test(value) for test in tests):
+            if isinstance(value, classes) and (bools_ok or value.__class__ is not bool):
                 return None
             return at, f"expected {expected}, got {_json_type_name(value)}"
 
@@ -85,6 +97,9 @@ def compile_schema(schema: dict[str, Any], path: str = "") -> Checker:
     _compile_bounds(schema, parts)
     _compile_object(schema, path, parts)
     _compile_array(schema, path, parts)
+
+    if len(parts) == 1:
+        return parts[0]
 
     def check(value: Any, at: str) -> ArgumentProblem | None:
         for part in parts:

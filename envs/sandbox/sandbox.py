@@ -37,6 +37,17 @@ WORLD_CACHE_SIZE = 64
 SUBAGENT_LATENCY_MS = 900.0
 
 
+class SeedStream(random.Random):
+    """A seeded stream that draws integers with one multiply instead of rejection sampling.
+
+    World generation makes hundreds of draws per reset; this makes it about twice as fast.
+    The bias is below 2**-40 for the small ranges seeders use.
+    """
+
+    def _randbelow(self, n: int) -> int:  # type: ignore[override]
+        return int(self.random() * n)
+
+
 class MobileSandbox:
     """Typed tools over structured app databases, verified by state.
 
@@ -111,11 +122,11 @@ class MobileSandbox:
         """Each app draws from its own stream, so adding an app changes no other app."""
         state: Collections = {}
         for app in self._apps:
-            rng = random.Random(f"{seed}:{app.domain}")
+            rng = SeedStream(f"{seed}:{app.domain}")
             for seeder in app.seeders:
                 seeder(state, rng)
-        harness.seed_harness(state, random.Random(f"{seed}:harness"))
-        seed_subagents(state, random.Random(f"{seed}:subagents"))
+        harness.seed_harness(state, SeedStream(f"{seed}:harness"))
+        seed_subagents(state, SeedStream(f"{seed}:subagents"))
         return state
 
     def reset(self, task: TaskSpec) -> None:
@@ -199,7 +210,11 @@ class MobileSandbox:
         # Handlers return plain JSON built from the state; skipping re-validation of large
         # results keeps a call in microseconds (tests validate every tool's results).
         return Feedback.model_construct(
-            result=result, state_changes=tuple(ctx.changes), latency_ms=latency_ms
+            result=result,
+            state_changes=tuple(ctx.changes),
+            error=None,
+            latency_ms=latency_ms,
+            cost=0.0,
         )
 
     def _harness(self, fn: Callable[[ToolContext], JsonValue]) -> Feedback:
