@@ -44,7 +44,7 @@ class SeedStream(random.Random):
     The bias is below 2**-40 for the small ranges seeders use.
     """
 
-    def _randbelow(self, n: int) -> int:  # type: ignore[override]
+    def _randbelow(self, n: int) -> int:
         return int(self.random() * n)
 
 
