@@ -115,3 +115,39 @@ def test_run_prints_a_summary_per_capability() -> None:
     for capability in ("tool_use", "memory", "skills", "subagent"):
         assert capability in out
     assert "success" in out and "mean steps" in out
+
+
+def test_openai_policy_is_configured_from_the_environment() -> None:
+    import os
+
+    from tests.fakes.chat_server import ScriptedChatServer, text_reply
+
+    secret = "sk-test-0123456789abcdef"
+    with ScriptedChatServer([text_reply("Let me think.")]) as server:
+        env = {
+            **os.environ,
+            "FLYWHEEL_POLICY__BASE_URL": server.base_url,
+            "FLYWHEEL_POLICY__MODEL": "planner-test",
+            "FLYWHEEL_POLICY__API_KEY": secret,
+        }
+        result = subprocess.run(
+            [FLYWHEEL, "episode", "--n", "1", "--seed", "4", "--policy", "openai", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=env,
+        )
+        requests = server.requests
+    assert result.returncode == 0, result.stderr
+    assert secret not in result.stdout and secret not in result.stderr
+    [trajectory] = json.loads(result.stdout)
+    assert trajectory["metadata"]["policy"] == {
+        "name": "openai",
+        "version": "planner-test",
+        "model": "planner-test",
+    }
+    first, second = trajectory["steps"][:2]
+    assert first["feedback"]["error"]["kind"] == "malformed_output"
+    assert second["action"]["kind"] == "finish"
+    assert requests[0]["model"] == "planner-test"
