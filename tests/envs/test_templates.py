@@ -15,6 +15,7 @@ from contract import (
     Difficulty,
     ExactToolCallCheck,
     Finish,
+    InvalidInputError,
     MemoryRead,
     MemorySearch,
     Refuse,
@@ -30,7 +31,13 @@ from contract import (
 from envs.sandbox import MobileSandbox
 from envs.sandbox.subagents import SUBAGENTS
 from envs.sandbox.templates.base import TaskTemplate
-from envs.sandbox.templates.catalog import instantiate, replay_reference
+from envs.sandbox.templates.catalog import (
+    instantiate,
+    replay_reference,
+    sample_tasks,
+    split_of,
+    template_named,
+)
 from envs.sandbox.templates.registry import ALL_TEMPLATES
 from envs.verification import verify
 
@@ -170,3 +177,31 @@ def test_sandbox_has_enough_domains_and_tools() -> None:
     specs = SANDBOX.all_tool_specs()
     assert len(specs) >= 60
     assert len({s.domain for s in specs}) >= 12
+
+
+@pytest.mark.parametrize("capability", list(Capability))
+@pytest.mark.parametrize("difficulty", list(Difficulty))
+def test_development_split_scores_every_capability_and_difficulty(
+    capability: Capability, difficulty: Difficulty
+) -> None:
+    dev = sample_tasks(3, 5, SANDBOX, capability=capability, difficulty=difficulty, split=Split.DEV)
+    assert all(t.split is Split.DEV and capability in t.capabilities for t in dev)
+    train = sample_tasks(
+        30, 5, SANDBOX, capability=capability, difficulty=difficulty, split=Split.TRAIN
+    )
+    assert all(split_of(template_named(t.template or ""), t.fingerprint) is Split.TRAIN
+               for t in train)  # fmt: skip
+
+
+def test_template_parameters_are_checked_by_name_and_value() -> None:
+    template = template_named("text_contact")
+    task = instantiate(
+        template, 1, SANDBOX, {"contact_id": "c-2", "text": "Dinner is at 8 tonight"}
+    )
+    assert task.params == {"contact_id": "c-2", "text": "Dinner is at 8 tonight"}
+    with pytest.raises(InvalidInputError, match=r"params\.colour: unknown parameter.*contact_id"):
+        instantiate(template, 1, SANDBOX, {"colour": "red"})
+    with pytest.raises(InvalidInputError, match=r"params\.contact_id: 'c-99' is not an option"):
+        instantiate(template, 1, SANDBOX, {"contact_id": "c-99"})
+    with pytest.raises(InvalidInputError, match=r"template.*allowed: .*text_contact"):
+        template_named("no_such_template")
