@@ -3,6 +3,7 @@ to a verdict. Backend-independent: it reads states as collections of rows."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -254,8 +255,17 @@ def _answer(check: AnswerCheck, steps: Sequence[Step]) -> tuple[bool, JsonValue]
         text = last.reason
     if last is None or last.kind != check.via:
         return False, {"ended_with": last.kind if last is not None else None}
-    missing: list[JsonValue] = [t for t in check.contains if t.casefold() not in text.casefold()]
+    said = _normalize_answer(text)
+    missing: list[JsonValue] = [t for t in check.contains if _normalize_answer(t) not in said]
     return not missing, {"text": text[:500], "missing": missing}
+
+
+_LEADING_ZERO_HOUR = re.compile(r"\b0(\d:[0-5]\d)\b")
+
+
+def _normalize_answer(text: str) -> str:
+    """Case-folded, single-spaced, hours without a leading zero ("08:00" says "8:00")."""
+    return _LEADING_ZERO_HOUR.sub(r"\1", " ".join(text.casefold().split()))
 
 
 def _rubric(

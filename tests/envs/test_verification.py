@@ -1,0 +1,157 @@
+"""The verifier engine on histories and states built by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from contract import (
+    Action,
+    ActionOrderCheck,
+    ActionPattern,
+    AnswerCheck,
+    CollaborationCheck,
+    Condition,
+    ErrorKind,
+    ExactToolCallCheck,
+    Feedback,
+    Finish,
+    MemoryRead,
+    Refuse,
+    RubricCheck,
+    StatePredicateCheck,
+    Step,
+    SubAgentCall,
+    ToolCall,
+    VerifierSpec,
+)
+from envs.backend import PrivilegedEvidence
+from envs.verification import verify
+
+BEFORE = {
+    "calendar.events": {
+        "ev-1": {"id": "ev-1", "title": "Dentist", "date": "2026-03-16", "start": "09:00"},
+        "ev-2": {"id": "ev-2", "title": "Gym", "date": "2026-03-17", "start": "18:00"},
+    }
+}
+AFTER = {
+    "calendar.events": {
+        "ev-1": {"id": "ev-1", "title": "Dentist", "date": "2026-03-16", "start": "10:00"},
+        "ev-2": {"id": "ev-2", "title": "Gym", "date": "2026-03-17", "start": "18:00"},
+        "ev-3": {"id": "ev-3", "title": "Lunch with Ana", "date": "2026-03-18", "start": "12:30"},
+    }
+}
+
+
+def _steps(*actions: Action, failed: Sequence[int] = ()) -> list[Step]:
+    refused = Feedback.failure(ErrorKind.PRECONDITION_FAILED, "no")
+    return [
+        Step(index=i, action=a, feedback=refused if i in failed else Feedback())
+        for i, a in enumerate(actions)
+    ]
+
+
+def _check(check: Any, steps: list[Step]) -> tuple[bool, Any]:
+    verdict = verify(VerifierSpec(checks=(check,)), steps, PrivilegedEvidence(BEFORE, AFTER))
+    return verdict.passed, verdict.checks[0].evidence
+
+
+def test_state_predicates() -> None:
+    lunch = (Condition(field="title", op="icontains", value="lunch"),)
+    assert _check(StatePredicateCheck(collection="calendar.events", where=lunch), [])[0]
+    moved = (Condition(field="title", value="dentist"), Condition(field="start", value="09:00"))
+    met, evidence = _check(StatePredicateCheck(collection="calendar.events", where=moved), [])
+    assert not met
+    assert evidence["closest"] == {"id": "ev-1", "unmet": ["start eq '09:00'"]}
+    late = (Condition(field="start", op="gte", value="12:00"),)
+    assert not _check(
+        StatePredicateCheck(collection="calendar.events", where=late, expect="exactly_one"), []
+    )[0]
+    assert _check(
+        StatePredicateCheck(collection="calendar.events", where=late, expect="exists"), []
+    )[0]
+    gym = (Condition(field="title", value="Gym"),)
+    dentist = (Condition(field="title", value="Dentist"),)
+    unchanged = StatePredicateCheck(collection="calendar.events", where=gym, expect="unchanged")
+    changed = StatePredicateCheck(collection="calendar.events", where=dentist, expect="unchanged")
+    assert _check(unchanged, [])[0] and not _check(changed, [])[0]
+    within = (Condition(field="date", op="in", value=["2026-03-18", "2026-03-19"]),)
+    assert _check(
+        StatePredicateCheck(collection="calendar.events", where=within, expect="exactly_one"), []
+    )[0]
+    met, evidence = _check(StatePredicateCheck(collection="nowhere.rows"), [])
+    assert not met and "unknown collection" in evidence["error"]
+
+
+def test_exact_tool_call_counts_only_successful_calls() -> None:
+    call = ToolCall(tool="set_alarm", arguments={"time": "07:30", "label": "Gym"})
+    subset = ExactToolCallCheck(tool="set_alarm", arguments={"time": "07:30"})
+    exact = ExactToolCallCheck(tool="set_alarm", arguments={"time": "07:30"}, match="exact")
+    assert _check(subset, _steps(call))[0]
+    assert not _check(exact, _steps(call))[0]
+    assert not _check(subset, _steps(call, failed=[0]))[0]
+
+
+def test_action_order_is_an_ordered_subsequence() -> None:
+    check = ActionOrderCheck(
+        sequence=(
+            ActionPattern(kind="memory_read", target="user.sister"),
+            ActionPattern(kind="tool_call", target="send_message", arguments={"contact_id": "c-2"}),
+        )
+    )
+    read = MemoryRead(key="user.sister")
+    send = ToolCall(tool="send_message", arguments={"contact_id": "c-2", "text": "hi"})
+    other = ToolCall(tool="search_contacts", arguments={"query": "x"})
+    assert _check(check, _steps(read, other, send))[0]
+    met, evidence = _check(check, _steps(send, read))
+    assert not met and evidence["matched"] == 1
+    assert not _check(check, _steps(read, send, failed=[0]))[0]
+
+
+def test_collaboration_pattern() -> None:
+    check = CollaborationCheck(
+        agent="gui",
+        arguments={"app": "bank"},
+        then=ActionPattern(kind="tool_call", target="send_money"),
+        forbidden_agents=("search",),
+        max_calls=2,
+    )
+    gui = SubAgentCall(agent="gui", instruction="read the code", arguments={"app": "bank"})
+    pay = ToolCall(tool="send_money", arguments={})
+    search = SubAgentCall(agent="search", instruction="look it up")
+    assert _check(check, _steps(gui, pay))[0]
+    assert not _check(check, _steps(pay, gui))[0]
+    assert not _check(check, _steps(gui, search, pay))[0]
+    assert not _check(check, _steps(gui, gui, gui, pay))[0]
+
+
+def test_answer_checks_the_terminal_action_and_its_words() -> None:
+    check = AnswerCheck(contains=("08:30", "Dentist"))
+    assert _check(check, _steps(Finish(answer="Your dentist is at 8:30 tomorrow.")))[0]
+    met, evidence = _check(check, _steps(Finish(answer="It is at 9:30.")))
+    assert not met and evidence["missing"] == ["08:30", "Dentist"]
+    assert not _check(check, _steps(Refuse(reason="08:30 dentist")))[0]
+    assert _check(AnswerCheck(via="refuse"), _steps(Refuse(reason="too risky")))[0]
+
+
+def test_rubric_needs_a_judge() -> None:
+    check = RubricCheck(criteria="polite")
+    steps = _steps(Finish(answer="ok"))
+    evidence = PrivilegedEvidence(BEFORE, AFTER)
+    spec = VerifierSpec(checks=(check,))
+    assert not verify(spec, steps, evidence).passed
+    judged = verify(spec, steps, evidence, judge=lambda c, s: (True, "polite enough"))
+    assert judged.passed and judged.checks[0].evidence == {"judge": "polite enough"}
+
+
+def test_score_is_weighted_and_progress_is_the_share_met() -> None:
+    spec = VerifierSpec(
+        checks=(
+            StatePredicateCheck(collection="calendar.events", weight=3.0),
+            AnswerCheck(contains=("never said",)),
+        )
+    )
+    verdict = verify(spec, _steps(Finish(answer="done")), PrivilegedEvidence(BEFORE, AFTER))
+    assert not verdict.passed
+    assert verdict.progress == 0.5
+    assert verdict.score == 0.75
