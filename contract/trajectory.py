@@ -73,7 +73,3 @@ class Trajectory(IdentifiedRecord):
     verdict: Verdict
     cost: Cost
     metadata: TrajectoryMetadata
-
-    @property
-    def final_action(self) -> Action | None:
-        return self.steps[-1].action if self.steps else None

@@ -30,7 +30,7 @@ from contract import (
     Verdict,
     VerifierSpec,
 )
-from envs.backend import PrivilegedEvidence, Row, StateSnapshot
+from envs.backend import PrivilegedEvidence, Row
 
 RubricJudge = Callable[[RubricCheck, Sequence[Step]], tuple[bool, str]]
 """Judges a rubric check on the history: (met, explanation). An LLM in production."""
@@ -157,7 +157,7 @@ def _filter(rows: Iterable[Row], where: Sequence[Condition]) -> list[Row]:
 
 
 def _state(check: StatePredicateCheck, evidence: PrivilegedEvidence) -> tuple[bool, JsonValue]:
-    final = _collection(evidence.final, check.collection)
+    final = evidence.final.get(check.collection)
     if final is None:
         return False, {"error": f"unknown collection {check.collection!r}"}
     matched = _filter(final.values(), check.where)
@@ -170,9 +170,7 @@ def _state(check: StatePredicateCheck, evidence: PrivilegedEvidence) -> tuple[bo
     elif check.expect == "absent":
         met = not matched
     else:
-        before = _filter(
-            (_collection(evidence.initial, check.collection) or {}).values(), check.where
-        )
+        before = _filter(evidence.initial.get(check.collection, {}).values(), check.where)
         met = sorted(before, key=_row_key) == sorted(matched, key=_row_key)
         info["before"] = [str(r.get("id")) for r in before][:5]
     if not met and check.expect in ("exists", "exactly_one") and not matched:
@@ -182,10 +180,6 @@ def _state(check: StatePredicateCheck, evidence: PrivilegedEvidence) -> tuple[bo
 
 def _row_key(row: Row) -> str:
     return str(row.get("id"))
-
-
-def _collection(state: StateSnapshot, name: str) -> Mapping[str, Row] | None:
-    return state.get(name)
 
 
 def _closest(rows: Iterable[Row], where: Sequence[Condition]) -> JsonValue:

@@ -21,7 +21,6 @@ from contract import (
     Refuse,
     SkillLoad,
     Split,
-    Step,
     SubAgentCall,
     TaskSpec,
     ToolCall,
@@ -33,22 +32,20 @@ from envs.sandbox.subagents import SUBAGENTS
 from envs.sandbox.templates.base import TaskTemplate
 from envs.sandbox.templates.catalog import (
     instantiate,
+    replay_plan,
     replay_reference,
     sample_tasks,
     split_of,
     template_named,
 )
 from envs.sandbox.templates.registry import ALL_TEMPLATES
-from envs.verification import verify
 
 SEEDS = (3, 17, 2024)
 SANDBOX = MobileSandbox()
 
 
 def _replay(task: TaskSpec, plan: list[Action]) -> Verdict:
-    SANDBOX.reset(task)
-    steps = [Step(index=i, action=a, feedback=SANDBOX.execute(a)) for i, a in enumerate(plan)]
-    return verify(task.verifier, steps, SANDBOX.evidence())
+    return replay_plan(task, plan, SANDBOX)
 
 
 def _is_decisive(task: TaskSpec, action: Action) -> bool:

@@ -133,7 +133,3 @@ class TemplateSet:
 
 def rows(world: Collections, collection: str) -> list[dict[str, Any]]:
     return list(world[collection].values())
-
-
-def ids(world: Collections, collection: str) -> list[str]:
-    return list(world[collection])

@@ -9,6 +9,7 @@ from pydantic import JsonValue
 
 from contract import (
     MAX_CANDIDATE_TOOLS,
+    Action,
     Capability,
     Difficulty,
     InitialConditions,
@@ -148,9 +149,14 @@ def sample_tasks(
 
 def replay_reference(task: TaskSpec, sandbox: MobileSandbox) -> Verdict:
     """Run the reference plan on a fresh sandbox and verify it (a task's self-check)."""
+    return replay_plan(task, task.reference_plan, sandbox)
+
+
+def replay_plan(task: TaskSpec, plan: Sequence[Action], sandbox: MobileSandbox) -> Verdict:
+    """Run ``plan`` on the task's fresh initial state, without a policy, and verify it."""
     sandbox.reset(task)
     steps = [
         Step(index=i, action=action, feedback=sandbox.execute(action))
-        for i, action in enumerate(task.reference_plan)
+        for i, action in enumerate(plan)
     ]
     return verify(task.verifier, steps, sandbox.evidence())
