@@ -19,6 +19,18 @@ from contract.actions import (
     action_adapter,
 )
 from contract.base import IdentifiedRecord, Record, canonical_json, content_hash
+from contract.curation import (
+    CurationRecord,
+    DatasetMember,
+    DatasetVersion,
+    DropReason,
+    MixTarget,
+    RejectedTask,
+    RejectionReason,
+    Review,
+    ReviewDecision,
+    Routing,
+)
 from contract.enums import (
     Capability,
     Difficulty,
@@ -33,6 +45,7 @@ from contract.enums import (
 )
 from contract.errors import FlywheelError, InvalidInputError, SchemaError
 from contract.feedback import ExecutionError, Feedback, StateChange
+from contract.plan import GenerationPlan, Quota, default_plan
 from contract.task import (
     MAX_CANDIDATE_TOOLS,
     InitialConditions,
@@ -74,7 +87,11 @@ __all__ = [
     "CollaborationCheck",
     "Condition",
     "Cost",
+    "CurationRecord",
+    "DatasetMember",
+    "DatasetVersion",
     "Difficulty",
+    "DropReason",
     "ErrorKind",
     "ExactToolCallCheck",
     "ExecutionError",
@@ -83,16 +100,24 @@ __all__ = [
     "Feedback",
     "Finish",
     "FlywheelError",
+    "GenerationPlan",
     "IdentifiedRecord",
     "InitialConditions",
     "InvalidInputError",
     "MemoryRead",
     "MemorySearch",
     "MemoryWrite",
+    "MixTarget",
     "Outcome",
     "PolicyInfo",
+    "Quota",
     "Record",
     "Refuse",
+    "RejectedTask",
+    "RejectionReason",
+    "Review",
+    "ReviewDecision",
+    "Routing",
     "RubricCheck",
     "SchemaError",
     "SkillLoad",
@@ -115,5 +140,6 @@ __all__ = [
     "action_adapter",
     "canonical_json",
     "content_hash",
+    "default_plan",
     "task_fingerprint",
 ]

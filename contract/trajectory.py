@@ -63,6 +63,8 @@ class TrajectoryMetadata(Record):
     )
     retries: int = Field(default=0, ge=0, description="policy or backend retries inside it")
     seed: int = Field(ge=0)
+    attempt: int = Field(default=0, ge=0, description="collection attempt (backend retries)")
+    device: str | None = Field(default=None, description="backend instance that ran it")
 
 
 class Trajectory(IdentifiedRecord):

@@ -1,0 +1,145 @@
+"""What curation, the human gate and the balancer decide about tasks and trajectories."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import ClassVar
+
+from pydantic import Field, JsonValue
+
+from contract.base import IdentifiedRecord, Record
+from contract.enums import FailureType
+
+
+class RejectionReason(StrEnum):
+    """Why the task-constructor refused a proposed task."""
+
+    REFERENCE_FAILS = "reference_fails"
+    """Its reference plan does not pass its own verifier on a fresh sandbox."""
+    MALFORMED_GOAL = "malformed_goal"
+    DUPLICATE = "duplicate"
+    """Same fingerprint as a task already constructed."""
+    NEAR_DUPLICATE = "near_duplicate"
+    DEVELOPMENT_TASK = "development_task"
+    """Its fingerprint belongs to the held-out development set."""
+    INVALID = "invalid"
+    """The proposal could not be built into a valid task spec."""
+
+
+class RejectedTask(IdentifiedRecord):
+    """A proposal the task-constructor refused, kept with the reason."""
+
+    id_prefix: ClassVar[str] = "rej"
+
+    round_id: str
+    fingerprint: str | None
+    template: str | None
+    reason: RejectionReason
+    detail: str
+    goal: str | None = None
+
+
+class DropReason(StrEnum):
+    MALFORMED = "malformed"
+    DUPLICATE = "duplicate"
+    NEAR_DUPLICATE = "near_duplicate"
+    BACKEND_ERROR = "backend_error"
+    """The backend or endpoint failed: kept as evidence, never training data."""
+
+
+class Routing(StrEnum):
+    AUTO_APPROVE = "auto_approve"
+    AUTO_REJECT = "auto_reject"
+    NEEDS_HUMAN = "needs_human"
+
+
+class ReviewDecision(StrEnum):
+    APPROVE = "approve"
+    CORRECT = "correct"
+    REJECT = "reject"
+    QUARANTINE = "quarantine"
+
+
+class CurationRecord(Record):
+    """The curator's judgement of one trajectory."""
+
+    trajectory_id: str
+    task_id: str
+    round_id: str
+    kept: bool
+    drop_reason: DropReason | None = None
+    duplicate_of: str | None = None
+    supported: bool = Field(description="the outcome is backed by the verifier's evidence")
+    support_detail: str = ""
+    failure_attribution: FailureType | None = None
+    quality: float = Field(ge=0.0, le=1.0)
+    routing: Routing
+    suggested: ReviewDecision = Field(description="the decision when no human overrides it")
+    reason: str = Field(description="why it is routed so, for the annotator")
+    judge: JsonValue = Field(default=None, description="the LLM judge's answer, when asked")
+
+
+class Review(IdentifiedRecord):
+    """A gate decision on a trajectory, by a person or automatically."""
+
+    id_prefix: ClassVar[str] = "rev"
+
+    trajectory_id: str
+    round_id: str
+    decision: ReviewDecision
+    reviewer: str
+    automatic: bool
+    reason: str = ""
+    erroneous_steps: tuple[int, ...] = Field(
+        default=(), description="steps an annotator marked wrong (masked out of SFT loss)"
+    )
+    note: str | None = None
+
+
+class MixTarget(Record):
+    """The composition a dataset version should have (shares in [0, 1]).
+
+    An empty mapping means "no target" for that dimension. ``recovery_share`` is the share
+    of verified recovery trajectories among the successes.
+    """
+
+    capability: dict[str, float] = Field(default_factory=dict)
+    difficulty: dict[str, float] = Field(default_factory=dict)
+    domain: dict[str, float] = Field(default_factory=dict)
+    source: dict[str, float] = Field(default_factory=dict)
+    recovery_share: float | None = Field(default=None, ge=0.0, le=1.0)
+
+    def model_post_init(self, context: object, /) -> None:
+        from contract.errors import InvalidInputError
+
+        for name in ("capability", "difficulty", "domain", "source"):
+            shares: dict[str, float] = getattr(self, name)
+            if any(v < 0 for v in shares.values()):
+                raise InvalidInputError(f"target_mix.{name}", "shares must be >= 0")
+            if shares and abs(sum(shares.values()) - 1.0) > 1e-6:
+                raise InvalidInputError(
+                    f"target_mix.{name}", f"shares sum to {sum(shares.values()):.4f}, not 1"
+                )
+
+
+class DatasetMember(Record):
+    trajectory_id: str
+    task_id: str
+    weight: float = Field(gt=0.0, description="sampling weight towards the target mix")
+
+
+class DatasetVersion(IdentifiedRecord):
+    """A frozen training set: members with sampling weights, and where they came from."""
+
+    id_prefix: ClassVar[str] = "ds"
+
+    round_id: str
+    parent: str | None
+    content_hash: str = Field(description="digest of the members and weights only")
+    members: tuple[DatasetMember, ...]
+    target: MixTarget
+    achieved: dict[str, dict[str, float]] = Field(
+        description="weighted share per value, per dimension"
+    )
+    policies: tuple[str, ...] = Field(description="name@version of the generating policies")
+    human_reviewed: int = Field(ge=0)
