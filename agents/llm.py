@@ -1,0 +1,57 @@
+"""An optional LLM for the agents' nodes: one JSON answer per question.
+
+Agents that can use an LLM take a ``JsonLLM`` (or None, and then use their deterministic
+node). Any OpenAI-compatible chat-completions endpoint serves; tests use a scripted fake.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import openai
+import orjson
+from pydantic import JsonValue
+
+from contract import FlywheelError
+
+
+class LLMOutputError(FlywheelError):
+    """The model answered, but not with the JSON object that was asked for."""
+
+
+class JsonLLM(Protocol):
+    def ask_json(self, system: str, user: str) -> dict[str, JsonValue]:
+        """Ask one question; the answer is a JSON object (or ``LLMOutputError``)."""
+        ...
+
+
+class OpenAIJsonLLM:
+    """``JsonLLM`` over an OpenAI-compatible endpoint (the client carries URL and key)."""
+
+    def __init__(self, client: openai.OpenAI, model: str, temperature: float = 0.0) -> None:
+        self._client = client
+        self.model = model
+        self._temperature = temperature
+
+    def ask_json(self, system: str, user: str) -> dict[str, JsonValue]:
+        response = self._client.chat.completions.create(
+            model=self.model,
+            temperature=self._temperature,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+        )
+        text = (response.choices[0].message.content or "").strip() if response.choices else ""
+        return parse_json_object(text)
+
+
+def parse_json_object(text: str) -> dict[str, JsonValue]:
+    """The JSON object in ``text``, tolerating a Markdown code fence around it."""
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.strip("`").removeprefix("json").strip()
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise LLMOutputError(f"the model did not answer with JSON: {text[:200]!r}") from exc
+    if not isinstance(value, dict):
+        raise LLMOutputError(f"the model answered JSON that is not an object: {text[:200]!r}")
+    return value
