@@ -39,10 +39,13 @@ def run_episode(
     round_id: str | None = None,
     judge: RubricJudge | None = None,
     stop_when_verified: bool = True,
+    attempt: int = 0,
 ) -> Trajectory:
     """Run ``task`` until completion is verified or declared, the policy clarifies or
     refuses, the backend fails, or ``max_steps`` run out; then verify with privileged
-    evidence. Failed episodes are returned like any other: they are evidence."""
+    evidence. Failed episodes are returned like any other: they are evidence.
+
+    ``attempt`` numbers the collector's tries of one task (a retry after a backend fault)."""
     backend.reset(task)
     view = TaskView(
         goal=task.goal,
@@ -105,6 +108,8 @@ def run_episode(
             recovered=outcome is Outcome.SUCCESS and any(s.feedback.error for s in steps),
             retries=retries,
             seed=task.initial_conditions.seed,
+            attempt=attempt,
+            device=backend.device,
         ),
     )
 

@@ -2,34 +2,12 @@
 
 from __future__ import annotations
 
-from agents.policies.base import Policy
-from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
-from contract import Capability, Difficulty, InvalidInputError, Split, Trajectory
+from contract import Capability, Difficulty, Split, Trajectory
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
-from flows.settings import FlywheelSettings, load_settings
-
-POLICIES = ("scripted", "openai")
-
-
-def build_policy(name: str, settings: FlywheelSettings, fault_rate: float | None) -> Policy:
-    if name == "scripted":
-        rate = settings.episode.fault_rate if fault_rate is None else fault_rate
-        return ScriptedPolicy(FaultConfig(rate=rate, recovery_rate=settings.episode.recovery_rate))
-    if name == "openai":
-        from agents.policies.openai_policy import OpenAIPolicy, make_client
-
-        endpoint = settings.policy
-        key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
-        client = make_client(endpoint.base_url, key, endpoint.timeout_s)
-        return OpenAIPolicy(
-            client,
-            endpoint.model,
-            temperature=endpoint.temperature,
-            max_attempts=endpoint.max_attempts,
-        )
-    raise InvalidInputError("policy", f"unknown policy {name!r}", POLICIES)
+from flows.policies import build_policy
+from flows.settings import load_settings
 
 
 def run_episodes(

@@ -116,7 +116,7 @@ class MixTarget(Record):
             shares: dict[str, float] = getattr(self, name)
             if any(v < 0 for v in shares.values()):
                 raise InvalidInputError(f"target_mix.{name}", "shares must be >= 0")
-            if shares and abs(sum(shares.values()) - 1.0) > 1e-6:
+            if shares and abs(sum(shares.values()) - 1.0) > 1e-3:
                 raise InvalidInputError(
                     f"target_mix.{name}", f"shares sum to {sum(shares.values()):.4f}, not 1"
                 )

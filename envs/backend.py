@@ -25,6 +25,8 @@ class Backend(Protocol):
     """Runs actions for one episode at a time and returns contract feedback."""
 
     name: str
+    device: str
+    """Which instance (a sandbox, a phone) runs the episodes: retries go to another."""
 
     def reset(self, task: TaskSpec) -> None:
         """Build the task's initial conditions; the candidate tools become available."""

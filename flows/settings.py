@@ -1,14 +1,30 @@
-"""Settings, read from the environment (prefix ``FLYWHEEL_``, nested with ``__``).
+"""Settings: a TOML file plus ``FLYWHEEL_`` environment variables (nested with ``__``).
 
-Only entry points read settings; everything below receives plain arguments.
+The file is ``$FLYWHEEL_CONFIG`` when set, else ``flywheel.toml`` in the working
+directory when it exists. Environment variables win over the file. Only entry points
+(``flows/``, the CLI) read settings; everything below receives plain arguments.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from contract import Capability, Difficulty, FlywheelError, InvalidInputError, MixTarget
+
+CONFIG_ENV = "FLYWHEEL_CONFIG"
+DEFAULT_CONFIG = Path("flywheel.toml")
+PolicyName = Literal["scripted", "openai"]
+GateName = Literal["auto"]
 
 
 class ModelEndpoint(BaseModel):
@@ -34,15 +50,147 @@ class EpisodeSettings(BaseModel):
     )
 
 
+class RoundSettings(BaseModel):
+    """What one flywheel round does and how it spreads the work."""
+
+    tasks: int = Field(default=120, ge=1, le=100_000, description="tasks to construct")
+    seed: int = Field(default=0, ge=0, description="seed of task construction")
+    policy: PolicyName = Field(default="scripted", description="policy that collects")
+    gate: GateName = Field(default="auto", description="human gate implementation")
+    shard_size: int = Field(default=100, ge=1, description="tasks per collection shard")
+    collect_workers: int = Field(
+        default=2, ge=1, le=64, description="collection shards that run at once"
+    )
+    backend_fault_rate: float = Field(
+        default=0.02, ge=0, le=1, description="share of tool calls the sandbox fails"
+    )
+    max_backend_attempts: int = Field(
+        default=3, ge=1, le=10, description="tries of a task whose backend failed"
+    )
+    max_construct_passes: int = Field(
+        default=12, ge=1, description="proposal passes the task-constructor makes per round"
+    )
+
+
+class CurationSettings(BaseModel):
+    approve_quality: float = Field(
+        default=0.7, ge=0, le=1, description="quality at or above which a success is approved"
+    )
+    reject_quality: float = Field(
+        default=0.3, ge=0, le=1, description="quality below which an item is rejected"
+    )
+    near_duplicate_threshold: float = Field(
+        default=0.9, gt=0, le=1, description="estimated Jaccard that makes a near-duplicate"
+    )
+    audit_rate: float = Field(
+        default=0.0, ge=0, le=1, description="share of confident items sent to humans anyway"
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CurationSettings:
+        if self.reject_quality >= self.approve_quality:
+            raise ValueError(
+                f"reject_quality ({self.reject_quality}) must be below "
+                f"approve_quality ({self.approve_quality})"
+            )
+        return self
+
+
+def _even(values: list[str]) -> dict[str, float]:
+    return dict.fromkeys(values, 1 / len(values))
+
+
+class BalanceSettings(BaseModel):
+    """The target mix of a dataset version (shares per value; empty: no target)."""
+
+    capability: dict[str, float] = Field(
+        default_factory=lambda: _even([c.value for c in Capability])
+    )
+    difficulty: dict[str, float] = Field(
+        default_factory=lambda: _even([d.value for d in Difficulty])
+    )
+    domain: dict[str, float] = Field(default_factory=dict)
+    source: dict[str, float] = Field(default_factory=dict)
+    recovery_share: float | None = Field(
+        default=0.2, ge=0, le=1, description="share of verified recovery trajectories"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BalanceSettings:
+        self.target()
+        return self
+
+    def target(self) -> MixTarget:
+        return MixTarget(
+            capability=self.capability,
+            difficulty=self.difficulty,
+            domain=self.domain,
+            source=self.source,
+            recovery_share=self.recovery_share,
+        )
+
+
+class PrefectSettings(BaseModel):
+    port: int = Field(default=4200, ge=1024, le=65535, description="local Prefect server port")
+
+
 class FlywheelSettings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="FLYWHEEL_", env_nested_delimiter="__", extra="ignore"
+        env_prefix="FLYWHEEL_", env_nested_delimiter="__", extra="forbid"
     )
 
     home: Path = Field(default=Path(".flywheel"), description="state folder")
     policy: ModelEndpoint = Field(default_factory=ModelEndpoint)
     episode: EpisodeSettings = Field(default_factory=EpisodeSettings)
+    round: RoundSettings = Field(default_factory=RoundSettings)
+    curation: CurationSettings = Field(default_factory=CurationSettings)
+    balance: BalanceSettings = Field(default_factory=BalanceSettings)
+    prefect: PrefectSettings = Field(default_factory=PrefectSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=config_path())
+        return (init_settings, env_settings, toml)
+
+    @property
+    def catalog_path(self) -> Path:
+        return catalog_path(self.home)
+
+
+def catalog_path(home: Path) -> Path:
+    """The DuckDB catalog inside a state folder."""
+    return home / "catalog.duckdb"
+
+
+def config_path() -> Path | None:
+    """The TOML file settings are read from, if any."""
+    named = os.environ.get(CONFIG_ENV)
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise InvalidInputError(CONFIG_ENV, f"no settings file at {path}")
+        return path
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
 
 
 def load_settings() -> FlywheelSettings:
-    return FlywheelSettings()
+    """Settings from the file and the environment; contradictions name their field."""
+    try:
+        return FlywheelSettings()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = [str(p) for p in err["loc"]]
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if not loc:
+            raise FlywheelError(f"settings: {message}") from None
+        env = "FLYWHEEL_" + "__".join(loc).upper()
+        raise FlywheelError(
+            f"settings: {'.'.join(loc)}: {message} (set by {env} or [{loc[0]}] in the file)"
+        ) from None

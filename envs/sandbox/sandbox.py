@@ -52,14 +52,21 @@ class MobileSandbox:
     """Typed tools over structured app databases, verified by state.
 
     ``backend_fault_rate`` makes that share of tool calls fail with a backend error or a
-    timeout (seeded), so that collectors and curation see the faults a real device has.
+    timeout (seeded by task seed and ``device``), so that collectors and curation see the
+    faults a real device has, and a retry on another device meets different faults.
     """
 
     name = "sandbox"
 
-    def __init__(self, apps: Iterable[App] = ALL_APPS, backend_fault_rate: float = 0.0) -> None:
+    def __init__(
+        self,
+        apps: Iterable[App] = ALL_APPS,
+        backend_fault_rate: float = 0.0,
+        device: str = "sandbox-0",
+    ) -> None:
         if not 0.0 <= backend_fault_rate <= 1.0:
             raise InvalidInputError("backend_fault_rate", "must be within [0, 1]")
+        self.device = device
         self._apps = tuple(apps)
         self._tools: dict[str, SandboxTool] = {}
         for app in self._apps:
@@ -153,7 +160,7 @@ class MobileSandbox:
         self._state = state
         self._initial = copy_collections(state)
         self._counters = {}
-        self._faults = random.Random(f"{conditions.seed}:faults")
+        self._faults = random.Random(f"{conditions.seed}:{self.device}:faults")
 
     def evidence(self) -> PrivilegedEvidence:
         return PrivilegedEvidence(initial=self._initial, final=self._state)

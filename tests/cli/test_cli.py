@@ -110,8 +110,8 @@ def test_contract_schema_prints_every_record() -> None:
     assert {"TaskSpec", "Trajectory", "Action", "VerifierSpec", "Verdict"} <= set(schemas)
 
 
-def test_run_prints_a_summary_per_capability() -> None:
-    out = run("run", "--n", "24", "--seed", "2").stdout
+def test_episode_prints_a_summary_per_capability() -> None:
+    out = run("episode", "--n", "24", "--seed", "2").stdout
     for capability in ("tool_use", "memory", "skills", "subagent"):
         assert capability in out
     assert "success" in out and "mean steps" in out

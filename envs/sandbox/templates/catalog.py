@@ -58,10 +58,16 @@ def instantiate(
     seed: int,
     sandbox: MobileSandbox,
     params: Mapping[str, JsonValue] | None = None,
+    variant: int = 0,
 ) -> TaskSpec:
-    """Build one task; ``params`` fixes some or all parameters (others are drawn)."""
+    """Build one task; ``params`` fixes some or all parameters (others are drawn).
+
+    Parameters are drawn from ``seed`` and ``variant``: many variants over one seeded
+    world reuse the cached world instead of generating a new one per task.
+    """
     world = sandbox.build_world(seed)
-    drawn = Params(random.Random(f"{seed}:{template.name}"), params)
+    stream = f"{seed}:{template.name}" + (f":{variant}" if variant else "")
+    drawn = Params(random.Random(stream), params)
     draft = template.build(world, drawn)
     values = drawn.finish()
     if "{" in draft.goal or len(draft.goal.split()) < 3:

@@ -1,0 +1,122 @@
+"""The trajectory-collector agent: runs one shard of tasks and writes it as a Parquet shard.
+
+A LangGraph ``StateGraph`` of plain nodes: ``run_episodes`` runs every pending task through
+the episode runner on a backend leased for the attempt; a task whose backend failed is
+tried again on another backend (``max_attempts`` in all), and the failed attempt is kept:
+it is evidence of the fault and never becomes training data. ``write_shard`` hands the
+shard to the writer (one file, written atomically), so collectors never touch the catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from agents.policies.base import Policy
+from agents.runner import run_episode
+from contract import Outcome, TaskSpec, Trajectory
+from envs.backend import Backend
+
+BackendLease = Callable[[int], Backend]
+"""The backend for an attempt number: a retry goes to another device."""
+ShardWriter = Callable[[Sequence[Trajectory], Path], object]
+
+
+class CollectorState(TypedDict, total=False):
+    round_id: str
+    shard_path: str
+    tasks: list[TaskSpec]
+    pending: list[tuple[TaskSpec, int]]
+    """Tasks still to run, with the attempt number they are at."""
+    trajectories: list[Trajectory]
+    written: bool
+
+
+def make_run_episodes(
+    lease: BackendLease, policy: Policy, max_steps: int, max_attempts: int
+) -> Callable[[CollectorState], dict[str, Any]]:
+    def run_episodes(state: CollectorState) -> dict[str, Any]:
+        """Run the pending tasks; those whose backend failed come back for another try."""
+        pending = state.get("pending")
+        if pending is None:
+            pending = [(task, 0) for task in state["tasks"]]
+        done = list(state.get("trajectories", []))
+        retry: list[tuple[TaskSpec, int]] = []
+        for task, attempt in pending:
+            trajectory = run_episode(
+                task,
+                lease(attempt),
+                policy,
+                max_steps=max_steps,
+                round_id=state["round_id"],
+                attempt=attempt,
+            )
+            done.append(trajectory)
+            if trajectory.metadata.outcome is Outcome.BACKEND_ERROR and attempt + 1 < max_attempts:
+                retry.append((task, attempt + 1))
+        return {"trajectories": done, "pending": retry}
+
+    return run_episodes
+
+
+def make_write_shard(writer: ShardWriter | None) -> Callable[[CollectorState], dict[str, Any]]:
+    def write_shard(state: CollectorState) -> dict[str, Any]:
+        """Write the shard's trajectories (tries of one task in attempt order)."""
+        if writer is None:
+            return {"written": False}
+        ordered = sorted(
+            state.get("trajectories", []),
+            key=lambda t: (t.task.id, t.metadata.attempt),
+        )
+        writer(ordered, Path(state["shard_path"]))
+        return {"written": True}
+
+    return write_shard
+
+
+def build_trajectory_collector_graph(
+    lease: BackendLease,
+    policy: Policy,
+    *,
+    writer: ShardWriter | None = None,
+    max_steps: int = 15,
+    max_attempts: int = 3,
+) -> CompiledStateGraph[CollectorState, None, CollectorState, CollectorState]:
+    """The collector for one policy; ``lease`` gives a backend per attempt."""
+
+    def retry_or_write(state: CollectorState) -> str:
+        return "run_episodes" if state.get("pending") else "write_shard"
+
+    graph = StateGraph(CollectorState)
+    graph.add_node("run_episodes", make_run_episodes(lease, policy, max_steps, max_attempts))
+    graph.add_node("write_shard", make_write_shard(writer))
+    graph.add_edge(START, "run_episodes")
+    graph.add_conditional_edges("run_episodes", retry_or_write, ["run_episodes", "write_shard"])
+    graph.add_edge("write_shard", END)
+    return graph.compile(name="trajectory-collector")
+
+
+def collect_shard(
+    round_id: str,
+    tasks: Sequence[TaskSpec],
+    lease: BackendLease,
+    policy: Policy,
+    *,
+    shard_path: Path | None = None,
+    writer: ShardWriter | None = None,
+    max_steps: int = 15,
+    max_attempts: int = 3,
+) -> list[Trajectory]:
+    """Run the graph over one shard and return its trajectories (failed attempts too)."""
+    graph = build_trajectory_collector_graph(
+        lease, policy, writer=writer, max_steps=max_steps, max_attempts=max_attempts
+    )
+    final = graph.invoke(
+        {"round_id": round_id, "tasks": list(tasks), "shard_path": str(shard_path or "")},
+        {"recursion_limit": 2 * max_attempts + 4},
+    )
+    return sorted(final.get("trajectories", []), key=lambda t: (t.task.id, t.metadata.attempt))

@@ -1,0 +1,73 @@
+"""The trajectory-collector graph: shards, bounded backend retries, kept failures."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from agents.policies.scripted import FaultConfig, ScriptedPolicy
+from agents.trajectory_collector import collect_shard, make_run_episodes
+from contract import Outcome, Split, TaskSpec, Trajectory
+from envs.backend import Backend
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import sample_tasks
+
+
+def _lease(rates: dict[int, float]) -> dict[int, Backend]:
+    return {a: MobileSandbox(backend_fault_rate=r, device=f"sandbox-{a}") for a, r in rates.items()}
+
+
+def test_a_clean_shard_has_one_trajectory_per_task(sandbox: MobileSandbox) -> None:
+    tasks = sample_tasks(12, 4, sandbox, split=Split.TRAIN)
+    out = collect_shard("round-c", tasks, lambda _: sandbox, ScriptedPolicy())
+    assert sorted(t.task.id for t in out) == sorted(t.id for t in tasks)
+    assert all(t.metadata.round == "round-c" and t.metadata.attempt == 0 for t in out)
+    assert all(t.metadata.outcome is Outcome.SUCCESS for t in out)
+
+
+def test_backend_faults_are_retried_on_another_device_and_kept(sandbox: MobileSandbox) -> None:
+    tasks = sample_tasks(6, 5, sandbox, split=Split.TRAIN)
+    devices = _lease({0: 1.0, 1: 0.0, 2: 0.0})
+    out = collect_shard("round-r", tasks, devices.__getitem__, ScriptedPolicy(), max_attempts=3)
+    assert len(out) == 12
+    by_attempt = Counter((t.metadata.attempt, t.metadata.outcome) for t in out)
+    assert by_attempt == {(0, Outcome.BACKEND_ERROR): 6, (1, Outcome.SUCCESS): 6}
+    assert {t.metadata.device for t in out} == {"sandbox-0", "sandbox-1"}
+
+
+def test_retries_are_bounded(sandbox: MobileSandbox) -> None:
+    tasks = sample_tasks(3, 6, sandbox, split=Split.TRAIN)
+    devices = _lease({0: 1.0, 1: 1.0, 2: 1.0, 3: 0.0})
+    out = collect_shard("round-b", tasks, devices.__getitem__, ScriptedPolicy(), max_attempts=3)
+    assert len(out) == 9
+    assert all(t.metadata.outcome is Outcome.BACKEND_ERROR for t in out)
+    assert max(t.metadata.attempt for t in out) == 2
+
+
+def test_the_writer_gets_the_shard_once_in_order(sandbox: MobileSandbox, tmp_path: Path) -> None:
+    tasks = sample_tasks(5, 7, sandbox, split=Split.TRAIN)
+    calls: list[tuple[list[str], Path]] = []
+
+    def writer(trajectories: Sequence[Trajectory], path: Path) -> None:
+        calls.append(([t.id for t in trajectories], path))
+
+    policy = ScriptedPolicy(FaultConfig(rate=1.0))
+    out = collect_shard(
+        "round-w",
+        tasks,
+        lambda _: sandbox,
+        policy,
+        shard_path=tmp_path / "s.parquet",
+        writer=writer,
+    )
+    assert calls == [([t.id for t in out], tmp_path / "s.parquet")]
+
+
+def test_run_episodes_node_returns_pending_retries(sandbox: MobileSandbox) -> None:
+    tasks: list[TaskSpec] = sample_tasks(2, 8, sandbox, split=Split.TRAIN)
+    flaky = MobileSandbox(backend_fault_rate=1.0)
+    node = make_run_episodes(lambda _: flaky, ScriptedPolicy(), max_steps=15, max_attempts=2)
+    update = node({"round_id": "r", "tasks": tasks})
+    assert [(t.id, a) for t, a in update["pending"]] == [(t.id, 1) for t in tasks]
+    assert len(update["trajectories"]) == 2
