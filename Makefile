@@ -13,13 +13,13 @@ $(STAMP): pyproject.toml requirements.lock
 		--config-settings editable_mode=compat -e .
 	touch $(STAMP)
 
-## run: the main job (for now: sample tasks, run scripted episodes, print a summary)
+## run: the main job: one flywheel round on the embedded defaults (starts a local Prefect server)
 run: $(STAMP)
-	$(BIN)/flywheel run
+	$(BIN)/flywheel round
 
 ## test: lint, type-check, then the whole test suite
 test: lint
-	$(BIN)/pytest -n 2 --dist loadfile
+	scripts/with-servers.sh $(BIN)/pytest -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

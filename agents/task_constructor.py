@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, TypedDict
+from typing import NamedTuple, Protocol, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -94,6 +94,12 @@ class ConstructorState(TypedDict, total=False):
     rejected: list[RejectedTask]
 
 
+class ConstructorNode(Protocol):
+    """A node: ``State -> partial State``."""
+
+    def __call__(self, state: ConstructorState) -> ConstructorState: ...
+
+
 def cell_of(task: TaskSpec) -> Cell:
     return (task.capabilities[0], task.difficulty)
 
@@ -144,10 +150,8 @@ def goal_problem(goal: str) -> str | None:
 # -- nodes ---------------------------------------------------------------------------------
 
 
-def make_propose(
-    sandbox: MobileSandbox, llm: JsonLLM | None
-) -> Callable[[ConstructorState], dict[str, Any]]:
-    def propose(state: ConstructorState) -> dict[str, Any]:
+def make_propose(sandbox: MobileSandbox, llm: JsonLLM | None) -> ConstructorNode:
+    def propose(state: ConstructorState) -> ConstructorState:
         """One proposal per missing task of every unfilled cell, drawn from the seed."""
         passes = state.get("passes", 0)
         proposals: list[Proposal] = []
@@ -225,10 +229,8 @@ def _literals(goal: str) -> list[str]:
     ]
 
 
-def make_validate(
-    sandbox: MobileSandbox, threshold: float
-) -> Callable[[ConstructorState], dict[str, Any]]:
-    def validate(state: ConstructorState) -> dict[str, Any]:
+def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
+    def validate(state: ConstructorState) -> ConstructorState:
         """Accept proposals that pass every check, in order; reject the rest with a reason."""
         accepted = list(state.get("accepted", []))
         rejected = list(state.get("rejected", []))
@@ -237,8 +239,8 @@ def make_validate(
         goals = NearDuplicateIndex(threshold=threshold)
         for i, text in enumerate(state.get("known_goals", [])):
             goals.add(f"known-{i}", text)
-        for task in accepted:
-            goals.add(task.id, what_it_asks(task))
+        for earlier in accepted:
+            goals.add(earlier.id, what_it_asks(earlier))
         missing = shortfall(state["plan"], accepted)
         for proposal in state.get("proposals", []):
             if missing.get(proposal.cell, 0) <= 0:
@@ -298,7 +300,7 @@ def _rejection(
     )
 
 
-def replan(state: ConstructorState) -> dict[str, Any]:
+def replan(state: ConstructorState) -> ConstructorState:
     """Move the quota of cells whose templates are used up to the other cells of the same
     difficulty (in proportion to their templates), saying so in the quotas' reasons."""
     plan, accepted = state["plan"], state.get("accepted", [])
@@ -313,7 +315,7 @@ def replan(state: ConstructorState) -> dict[str, Any]:
         stalled = gained < max(1.0, MIN_YIELD * proposed.get(cell, 0))
         stalls[cell] = stalls.get(cell, 0) + 1 if stalled else 0
     newly = {c for c in missing if stalls[c] >= EXHAUSTED_AFTER and c not in exhausted}
-    update: dict[str, Any] = {"stalls": stalls, "have_before": dict(have)}
+    update: ConstructorState = {"stalls": stalls, "have_before": dict(have)}
     if not newly:
         return update
     exhausted |= newly
@@ -333,7 +335,7 @@ def replan(state: ConstructorState) -> dict[str, Any]:
         for (c, d), n in counts.items()
     )
     plan = GenerationPlan(quotas=quotas, source=plan.source)
-    return update | {"plan": plan, "exhausted": frozenset(exhausted)}
+    return {**update, "plan": plan, "exhausted": frozenset(exhausted)}
 
 
 def _apportion(total: int, weights: dict[Cell, int]) -> dict[Cell, int]:
@@ -349,8 +351,8 @@ def _apportion(total: int, weights: dict[Cell, int]) -> dict[Cell, int]:
     return {c: n for c, n in out.items() if n}
 
 
-def make_record(store: TaskStore | None) -> Callable[[ConstructorState], dict[str, Any]]:
-    def record(state: ConstructorState) -> dict[str, Any]:
+def make_record(store: TaskStore | None) -> ConstructorNode:
+    def record(state: ConstructorState) -> ConstructorState:
         """Store the accepted tasks and the rejections (idempotent by id)."""
         if store is not None:
             store.add_tasks(state["round_id"], state.get("accepted", []))

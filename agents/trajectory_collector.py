@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Protocol, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -36,10 +36,16 @@ class CollectorState(TypedDict, total=False):
     written: bool
 
 
+class CollectorNode(Protocol):
+    """A node: ``State -> partial State``."""
+
+    def __call__(self, state: CollectorState) -> CollectorState: ...
+
+
 def make_run_episodes(
     lease: BackendLease, policy: Policy, max_steps: int, max_attempts: int
-) -> Callable[[CollectorState], dict[str, Any]]:
-    def run_episodes(state: CollectorState) -> dict[str, Any]:
+) -> CollectorNode:
+    def run_episodes(state: CollectorState) -> CollectorState:
         """Run the pending tasks; those whose backend failed come back for another try."""
         pending = state.get("pending")
         if pending is None:
@@ -63,8 +69,8 @@ def make_run_episodes(
     return run_episodes
 
 
-def make_write_shard(writer: ShardWriter | None) -> Callable[[CollectorState], dict[str, Any]]:
-    def write_shard(state: CollectorState) -> dict[str, Any]:
+def make_write_shard(writer: ShardWriter | None) -> CollectorNode:
+    def write_shard(state: CollectorState) -> CollectorState:
         """Write the shard's trajectories (tries of one task in attempt order)."""
         if writer is None:
             return {"written": False}

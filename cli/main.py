@@ -7,13 +7,14 @@ Bad input exits non-zero with a message naming the field and the allowed values.
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
 
+from cli.rounds import datasets_app, rounds_app, run_round_command
+from cli.servers import server_app
 from contract import Capability, Difficulty, FlywheelError, Split
 
 app = typer.Typer(
@@ -30,6 +31,9 @@ bench_app = typer.Typer(
 app.add_typer(contract_app, name="contract")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(bench_app, name="bench")
+app.add_typer(rounds_app, name="rounds")
+app.add_typer(datasets_app, name="datasets")
+app.add_typer(server_app, name="server")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 CapabilityOpt = Annotated[Capability | None, typer.Option(help="only this capability")]
@@ -168,26 +172,35 @@ def episode(
     typer.echo(capability_summary(trajectories))
 
 
-@app.command("run")
-def run(
-    n: CountOpt = 60,
-    seed: SeedOpt = 0,
+@app.command("round")
+def round_(
+    tasks: Annotated[int | None, typer.Option(min=1, help="tasks to construct")] = None,
+    seed: Annotated[int | None, typer.Option(min=0, help="seed of task construction")] = None,
+    policy: Annotated[str | None, typer.Option(help="scripted or openai")] = None,
     fault_rate: Annotated[
-        float | None, typer.Option(min=0.0, max=1.0, help="share of faulty episodes")
+        float | None, typer.Option(min=0.0, max=1.0, help="scripted: share of faulty episodes")
     ] = None,
+    backend_fault_rate: Annotated[
+        float | None, typer.Option(min=0.0, max=1.0, help="share of tool calls the backend fails")
+    ] = None,
+    gate: Annotated[str | None, typer.Option(help="human gate: auto")] = None,
+    round_id: Annotated[
+        str | None, typer.Option(help="resume this round (default: derived from the config)")
+    ] = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """The main job: sample tasks, run scripted episodes, print a summary."""
-    from cli.episodes import run_episodes
-    from cli.output import capability_summary, table
-
-    trajectories = run_episodes(n=n, seed=seed, policy_name="scripted", fault_rate=fault_rate)
-    typer.echo(f"Ran {n} sandbox episodes with the scripted policy (seed {seed}).\n")
-    typer.echo(capability_summary(trajectories))
-    outcomes = Counter(
-        (t.metadata.outcome.value, (t.metadata.failure_attribution or "-")) for t in trajectories
+    """Run a flywheel round as a Prefect flow: construct, collect, curate, gate, balance,
+    freeze. Rerunning the same round resumes it."""
+    run_round_command(
+        tasks=tasks,
+        seed=seed,
+        policy=policy,
+        fault_rate=fault_rate,
+        backend_fault_rate=backend_fault_rate,
+        gate=gate,
+        round_id=round_id,
+        as_json=as_json,
     )
-    rows = [(o, a, c) for (o, a), c in sorted(outcomes.items())]
-    typer.echo("\n" + table(("outcome", "failure attribution", "episodes"), rows))
 
 
 @bench_app.command("sandbox")

@@ -1,4 +1,32 @@
-"""The human gate: annotators approve, correct, reject or quarantine data in Label Studio.
+"""The human gate: annotators approve, correct, reject or quarantine curated data.
 
-Arrives with step 3 (issue 4); nothing here yet.
+``HumanGate`` is the interface; ``AutoGate`` applies the curator's suggestions without a
+person. The Label Studio gate arrives with step 3 (issue 4). Items a person has not
+decided stay pending: a gate never approves silently.
 """
+
+from contract import InvalidInputError
+from human_gate.auto import AUTO_REVIEWER, AutoGate, auto_review
+from human_gate.base import GateItem, GateResult, HumanGate, final_decisions
+
+GATES = ("auto",)
+
+
+def make_gate(name: str) -> HumanGate:
+    """The gate called ``name`` (one of ``GATES``)."""
+    if name == "auto":
+        return AutoGate()
+    raise InvalidInputError("gate", f"unknown gate {name!r}", GATES)
+
+
+__all__ = [
+    "AUTO_REVIEWER",
+    "GATES",
+    "AutoGate",
+    "GateItem",
+    "GateResult",
+    "HumanGate",
+    "auto_review",
+    "final_decisions",
+    "make_gate",
+]

@@ -1,4 +1,32 @@
-"""Storage: the DuckDB catalog, Parquet shards and the artifact store.
+"""Storage: the DuckDB catalog, Parquet shards and the artifact store."""
 
-Arrives with step 2 (issue 3); nothing here yet.
-"""
+from storage.artifacts import ArtifactStore
+from storage.catalog import Catalog, DatasetSummary, RoundInfo
+from storage.errors import CatalogError, UnknownIdError
+from storage.ingest import IngestReport
+from storage.migrations import SCHEMA_VERSION
+from storage.shards import (
+    ShardInfo,
+    list_shards,
+    read_trajectory_shard,
+    shard_complete,
+    shard_info,
+    write_trajectory_shard,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ArtifactStore",
+    "Catalog",
+    "CatalogError",
+    "DatasetSummary",
+    "IngestReport",
+    "RoundInfo",
+    "ShardInfo",
+    "UnknownIdError",
+    "list_shards",
+    "read_trajectory_shard",
+    "shard_complete",
+    "shard_info",
+    "write_trajectory_shard",
+]

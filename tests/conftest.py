@@ -1,6 +1,9 @@
-"""Shared fixtures: a sandbox and trajectories from real scripted episodes."""
+"""Shared fixtures: a sandbox, trajectories from real scripted episodes, a Prefect server."""
 
 from __future__ import annotations
+
+import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -9,6 +12,7 @@ from agents.runner import run_episode
 from contract import Trajectory
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
+from flows.servers import free_port, http_ok, local_prefect_api, prefect_server
 
 
 @pytest.fixture(scope="session")
@@ -21,3 +25,40 @@ def faulty_trajectories(sandbox: MobileSandbox) -> list[Trajectory]:
     """Episodes over every kind of template, most with an injected fault."""
     policy = ScriptedPolicy(FaultConfig(rate=0.8, recovery_rate=0.5))
     return [run_episode(t, sandbox, policy) for t in sample_tasks(240, 11, sandbox)]
+
+
+@pytest.fixture(scope="session")
+def prefect_api_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The API URL of a real Prefect server: ``PREFECT_API_URL`` (as ``make test`` sets it).
+
+    Without it a developer's run starts a private server (each xdist worker its own) and
+    stops it at the end; in CI (``CI=true``) a missing server is a failure.
+    """
+    url = os.environ.get("PREFECT_API_URL")
+    if url:
+        if not http_ok(url.rstrip("/") + "/health"):
+            pytest.fail(f"PREFECT_API_URL={url} does not answer its /health")
+        yield url
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(
+            "PREFECT_API_URL is not set: "
+            "run the suite through make test, which starts the Prefect server"
+        )
+    port = free_port()
+    server = prefect_server(tmp_path_factory.mktemp("servers"), port)
+    server.start()
+    try:
+        yield local_prefect_api(port)
+    finally:
+        _drain_prefect_workers()
+        server.stop()
+
+
+def _drain_prefect_workers() -> None:
+    """Send queued logs and events while the server still listens, not at interpreter exit."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=10)
+    EventsWorker.drain_all(timeout=10)

@@ -103,9 +103,7 @@ def test_validate_rejects_each_kind_of_bad_proposal(sandbox: MobileSandbox) -> N
     placeholder = TaskSpec.model_validate(
         other.model_dump(exclude={"id"}) | {"goal": "Send {name} the note", "params": {"x": 1}}
     )
-    twin = TaskSpec.model_validate(
-        good.model_dump(exclude={"id"}) | {"fingerprint": "fp-twin"}
-    )
+    twin = TaskSpec.model_validate(good.model_dump(exclude={"id"}) | {"fingerprint": "fp-twin"})
     invalid = Proposal((Capability.MEMORY, Difficulty.EASY), "t", None, "no task")
     update = make_validate(sandbox, 0.9)(
         _state(

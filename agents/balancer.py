@@ -1,0 +1,239 @@
+"""The balancer agent: from reviewed trajectories to a proposed dataset version.
+
+``select`` keeps trajectories whose final review approves or corrects them; ``weigh``
+drops dev-split tasks and non-successes and rakes sampling weights towards the target mix;
+``report`` lays achieved against target (and, given an LLM, asks it for a short
+rationale); ``propose`` builds the ``DatasetVersion``, or None when nothing is left: an
+empty dataset is not frozen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol, TypedDict, cast
+
+import openai
+import orjson
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from agents.llm import JsonLLM
+from contract import (
+    DatasetVersion,
+    FlywheelError,
+    MixTarget,
+    Review,
+    ReviewDecision,
+    Trajectory,
+)
+from curation.balance import (
+    DEFAULT_MAX_RATIO,
+    BalanceResult,
+    MixRow,
+    Shortfall,
+    balance_mix,
+    policies_of,
+    propose_version,
+)
+from human_gate import final_decisions
+
+TRAINABLE_DECISIONS = frozenset({ReviewDecision.APPROVE, ReviewDecision.CORRECT})
+DROPPED_UNREVIEWED = "unreviewed"
+DROPPED_NOT_APPROVED = "not_approved"
+
+RATIONALE_SYSTEM = (
+    "You explain how a training set was balanced to the ML team that trains on it. "
+    "Given the achieved mix against the target, the values no candidate had, and what "
+    'was dropped, answer with a JSON object {"rationale": "..."}: two or three plain '
+    "sentences on where the mix meets the target, where it falls short, and why."
+)
+
+
+class BalancerState(TypedDict, total=False):
+    """The balancer's state. Inputs: ``round_id``, ``parent``, ``trajectories``,
+    ``reviews`` and optionally ``human_reviewed``; the nodes fill in the rest."""
+
+    round_id: str
+    parent: str | None
+    trajectories: list[Trajectory]
+    reviews: list[Review]
+    human_reviewed: int | None
+    """Reviews by a person behind the version; None (or absent): the members whose final
+    review is a person's."""
+    decisions: dict[str, Review]
+    """The final review per trajectory id (a person's wins over an automatic one)."""
+    candidates: list[Trajectory]
+    """Trajectories whose final decision is approve or correct."""
+    dropped: dict[str, int]
+    """How many trajectories were left out, by reason."""
+    result: BalanceResult
+    report: list[MixRow]
+    shortfalls: list[Shortfall]
+    rationale: str | None
+    errors: list[str]
+    version: DatasetVersion | None
+
+
+class Node(Protocol):
+    """A node: the state in, the keys it changes out."""
+
+    def __call__(self, state: BalancerState) -> BalancerState: ...
+
+
+def select(state: BalancerState) -> BalancerState:
+    """Trajectories whose final review approves or corrects them."""
+    decisions = final_decisions(state["reviews"])
+    candidates: list[Trajectory] = []
+    dropped = {DROPPED_UNREVIEWED: 0, DROPPED_NOT_APPROVED: 0}
+    for trajectory in state["trajectories"]:
+        review = decisions.get(trajectory.id)
+        if review is None:
+            dropped[DROPPED_UNREVIEWED] += 1
+        elif review.decision not in TRAINABLE_DECISIONS:
+            dropped[DROPPED_NOT_APPROVED] += 1
+        else:
+            candidates.append(trajectory)
+    return {"decisions": decisions, "candidates": candidates, "dropped": dropped}
+
+
+def make_weigh(target: MixTarget, max_ratio: float) -> Node:
+    def weigh(state: BalancerState) -> BalancerState:
+        """Rake weights over the trainable candidates (dev tasks and failures dropped)."""
+        result = balance_mix(state["candidates"], target, max_ratio=max_ratio)
+        return {"result": result, "dropped": {**state["dropped"], **result.dropped}}
+
+    return weigh
+
+
+def make_report(llm: JsonLLM | None) -> Node:
+    def report(state: BalancerState) -> BalancerState:
+        """Achieved against target; an LLM's rationale when one is given."""
+        result = state["result"]
+        update: BalancerState = {
+            "report": list(result.rows),
+            "shortfalls": list(result.shortfalls),
+            "rationale": None,
+            "errors": [],
+        }
+        if llm is not None and result.members:
+            rationale, error = ask_rationale(llm, result, state["dropped"])
+            update["rationale"] = rationale
+            update["errors"] = [error] if error else []
+        return update
+
+    return report
+
+
+def make_propose(target: MixTarget) -> Node:
+    def propose(state: BalancerState) -> BalancerState:
+        """The dataset version of the weighted members; None when there are none."""
+        result = state["result"]
+        if not result.members:
+            return {"version": None}
+        human = state.get("human_reviewed")
+        if human is None:
+            human = count_human_reviewed(result, state["decisions"])
+        members = {m.trajectory_id for m in result.members}
+        policies = policies_of(t for t in state["candidates"] if t.id in members)
+        version = propose_version(
+            state["round_id"], state.get("parent"), result, target, policies, human
+        )
+        return {"version": version, "human_reviewed": human}
+
+    return propose
+
+
+def count_human_reviewed(result: BalanceResult, decisions: dict[str, Review]) -> int:
+    """Members whose final review a person made."""
+    return sum(not decisions[m.trajectory_id].automatic for m in result.members)
+
+
+def rationale_prompt(result: BalanceResult, dropped: dict[str, int]) -> str:
+    """The user message asking for a rationale: the report as JSON."""
+    payload: dict[str, Any] = {
+        "members": len(result.members),
+        "converged": result.converged,
+        "rows": [vars(row) for row in result.rows],
+        "shortfalls": [vars(s) for s in result.shortfalls],
+        "dropped": dropped,
+    }
+    return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def ask_rationale(
+    llm: JsonLLM, result: BalanceResult, dropped: dict[str, int]
+) -> tuple[str | None, str | None]:
+    """The LLM's rationale, or None and why not: its failures never stop the balancer."""
+    try:
+        answer = llm.ask_json(RATIONALE_SYSTEM, rationale_prompt(result, dropped))
+    except (FlywheelError, openai.OpenAIError) as exc:
+        return None, f"rationale: {exc}"
+    rationale = answer.get("rationale")
+    if not isinstance(rationale, str) or not rationale.strip():
+        return None, f"rationale: the answer has no 'rationale' text: {str(answer)[:200]}"
+    return rationale.strip(), None
+
+
+def build_balancer_graph(
+    target: MixTarget, llm: JsonLLM | None = None, *, max_ratio: float = DEFAULT_MAX_RATIO
+) -> CompiledStateGraph[BalancerState, None, BalancerState, BalancerState]:
+    """The compiled graph ``select -> weigh -> report -> propose``."""
+    graph = StateGraph(BalancerState)
+    graph.add_node("select", select)
+    graph.add_node("weigh", make_weigh(target, max_ratio))
+    graph.add_node("report", make_report(llm))
+    graph.add_node("propose", make_propose(target))
+    graph.add_edge(START, "select")
+    graph.add_edge("select", "weigh")
+    graph.add_edge("weigh", "report")
+    graph.add_edge("report", "propose")
+    graph.add_edge("propose", END)
+    return graph.compile()
+
+
+def run_balancer(
+    round_id: str,
+    trajectories: Iterable[Trajectory],
+    reviews: Iterable[Review],
+    target: MixTarget,
+    *,
+    parent: str | None = None,
+    human_reviewed: int | None = None,
+    llm: JsonLLM | None = None,
+    max_ratio: float = DEFAULT_MAX_RATIO,
+) -> BalancerState:
+    """Run the balancer graph once; the final state (``version`` None when empty)."""
+    graph = build_balancer_graph(target, llm, max_ratio=max_ratio)
+    state: BalancerState = {
+        "round_id": round_id,
+        "parent": parent,
+        "trajectories": list(trajectories),
+        "reviews": list(reviews),
+        "human_reviewed": human_reviewed,
+    }
+    return cast(BalancerState, graph.invoke(state))
+
+
+def balance(
+    round_id: str,
+    trajectories: Iterable[Trajectory],
+    reviews: Iterable[Review],
+    target: MixTarget,
+    *,
+    parent: str | None = None,
+    human_reviewed: int | None = None,
+    llm: JsonLLM | None = None,
+    max_ratio: float = DEFAULT_MAX_RATIO,
+) -> DatasetVersion | None:
+    """The proposed dataset version, or None when no candidate is left."""
+    state = run_balancer(
+        round_id,
+        trajectories,
+        reviews,
+        target,
+        parent=parent,
+        human_reviewed=human_reviewed,
+        llm=llm,
+        max_ratio=max_ratio,
+    )
+    return state["version"]

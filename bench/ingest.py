@@ -1,0 +1,102 @@
+"""Catalog ingest throughput: steps/s from Parquet shards into a fresh DuckDB catalog.
+
+Generation (scripted episodes) and shard writing are timed apart: they are the
+collectors' work, not the ingest's. Each ingest runs in a new catalog; the best of
+``repeat`` runs is reported with the median, since other processes share the cores.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from agents.policies.scripted import FaultConfig, ScriptedPolicy
+from agents.runner import run_episode
+from contract import TaskSpec, Trajectory
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import sample_tasks
+from storage import Catalog, IngestReport, write_trajectory_shard
+
+TARGET_STEPS_PER_S = 50_000
+SHARD_SIZE = 250
+ROUND = "round-bench"
+
+
+def _per_second(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("inf")
+
+
+def _write_shards(trajectories: Sequence[Trajectory], folder: Path) -> list[Path]:
+    paths = []
+    for start in range(0, len(trajectories), SHARD_SIZE):
+        path = folder / f"shard-{start // SHARD_SIZE:05d}.parquet"
+        write_trajectory_shard(trajectories[start : start + SHARD_SIZE], path, shard=path.stem)
+        paths.append(path)
+    return paths
+
+
+def _timed_ingest(
+    path: Path, shards: Sequence[Path], tasks: Sequence[TaskSpec] | None
+) -> tuple[IngestReport, float]:
+    """Ingest into a new catalog; with ``tasks``, register them first, as the
+    task-constructor stage of a round does (untimed)."""
+    catalog = Catalog.open(path)
+    if tasks is not None:
+        catalog.add_tasks(ROUND, tasks)
+    start = time.perf_counter()
+    report = catalog.ingest_shards(shards)
+    return report, time.perf_counter() - start
+
+
+def _line(label: str, steps: int, runs: list[float]) -> str:
+    best = _per_second(steps, min(runs))
+    return (
+        f"  {label:27s}{best:12,.0f} steps/s  best of {len(runs)} "
+        f"({min(runs):.3f} s; median {statistics.median(runs):.3f} s)  "
+        f"aim {TARGET_STEPS_PER_S:,}: {best / TARGET_STEPS_PER_S:.2f}x"
+    )
+
+
+def run_ingest_benchmark(trajectories: int = 3000, seed: int = 0, repeat: int = 3) -> str:
+    sandbox = MobileSandbox()
+    tasks = sample_tasks(trajectories, seed, sandbox)
+    policy = ScriptedPolicy(FaultConfig(rate=0.3))
+    start = time.perf_counter()
+    records = [run_episode(task, sandbox, policy, round_id=ROUND) for task in tasks]
+    generate_s = time.perf_counter() - start
+    steps = sum(len(t.steps) for t in records)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        start = time.perf_counter()
+        shards = _write_shards(records, folder / "shards")
+        write_s = time.perf_counter() - start
+
+        in_round = [
+            _timed_ingest(folder / f"r{i}" / "c.duckdb", shards, tasks) for i in range(repeat)
+        ]
+        cold = [_timed_ingest(folder / f"c{i}" / "c.duckdb", shards, None) for i in range(repeat)]
+        catalog = Catalog.open(folder / "r0" / "c.duckdb")
+        start = time.perf_counter()
+        again = catalog.ingest_shards(shards)
+        again_s = time.perf_counter() - start
+
+    report = in_round[0][0]
+    assert report.trajectories == len(records) and report.steps == steps
+    assert again.skipped_files == len(shards) and again.trajectories == 0
+    lines = [
+        f"ingest benchmark: {len(records):,} trajectories, {steps:,} steps "
+        f"(seed {seed}), {len(shards)} shards of {SHARD_SIZE}",
+        f"  generate (scripted)        {generate_s:12.2f} s  (not ingest: the collectors' work)",
+        f"  write shards               {write_s:12.2f} s  "
+        f"({_per_second(steps, write_s):,.0f} steps/s)",
+        _line("ingest, tasks registered", steps, [s for _, s in in_round]),
+        _line("ingest, tasks from shards", steps, [s for _, s in cold]),
+        f"  ingest again (all skipped) {again_s:12.3f} s",
+        "  ('tasks registered': the round's tasks are already in the catalog, as after the "
+        "construct stage)",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,181 @@
+"""``flywheel round``, ``flywheel rounds`` and ``flywheel datasets``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, cast
+
+import typer
+
+from cli.output import emit_json, table
+
+rounds_app = typer.Typer(help="Flywheel rounds recorded in the catalog.", no_args_is_help=True)
+datasets_app = typer.Typer(help="Frozen dataset versions.", no_args_is_help=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
+STAGE_COUNTS = (
+    "constructed",
+    "rejected_tasks",
+    "collected",
+    "curated",
+    "approved",
+    "rejected",
+    "in_dataset",
+)
+
+
+def run_round_command(
+    *,
+    tasks: int | None,
+    seed: int | None,
+    policy: str | None,
+    fault_rate: float | None,
+    backend_fault_rate: float | None,
+    gate: str | None,
+    round_id: str | None,
+    as_json: bool,
+) -> None:
+    """Run ``flywheel_round`` against the Prefect server and print what it made."""
+    from flows.round import flywheel_round
+    from flows.servers import prefect_api, resolve_prefect_api
+    from flows.settings import load_settings
+
+    settings = load_settings()
+    api = resolve_prefect_api(settings.home, settings.prefect.port)
+    typer.echo(f"Prefect API: {api}", err=True)
+    run_flow = cast("Callable[..., dict[str, Any]]", flywheel_round)  # the flow validates
+    with prefect_api(api):
+        summary = run_flow(
+            tasks=tasks,
+            seed=seed,
+            policy=policy,
+            fault_rate=fault_rate,
+            backend_fault_rate=backend_fault_rate,
+            gate_name=gate,
+            round_id=round_id,
+        )
+    ui = api.removesuffix("/api")
+    run_url = f"{ui}/runs/flow-run/{summary['flow_run_id']}" if summary["flow_run_id"] else ui
+    if as_json:
+        emit_json(
+            {
+                "round_id": summary["round_id"],
+                "flow_run_id": summary["flow_run_id"],
+                "dataset_version": summary["dataset_version"],
+                "counts": summary["counts"],
+                "capabilities": summary["capabilities"],
+                "prefect_ui": run_url,
+            }
+        )
+        return
+    typer.echo(_round_text(summary, run_url))
+
+
+def _round_text(summary: dict[str, Any], run_url: str) -> str:
+    counts = summary["counts"]
+    lines = [
+        f"Round {summary['round_id']} is done.",
+        f"Dataset version: {summary['dataset_version'] or 'none (nothing was approved)'}",
+        "",
+        table(("stage", "count"), list(counts.items())),
+        "",
+        table(
+            ("capability", "tasks", "trajectories", "successes", "approved", "in dataset"),
+            [tuple(row.values()) for row in summary["capabilities"]],
+        ),
+        "",
+        f"Prefect UI (flow run, its tasks, logs and the summary artifacts): {run_url}",
+    ]
+    if summary["dataset_version"]:
+        lines.append(f"Composition: flywheel datasets show {summary['dataset_version']}")
+    return "\n".join(lines)
+
+
+@rounds_app.command("list")
+def rounds_list(as_json: JsonFlag = False) -> None:
+    """Rounds, newest first: status, last finished stage, dataset version."""
+    from flows.settings import load_settings
+    from storage import Catalog
+
+    with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
+        rounds = catalog.list_rounds()
+    items = [
+        {
+            "id": r.id,
+            "status": r.status,
+            "stage": r.stage,
+            "dataset_id": r.dataset_id,
+            "flow_run_id": r.flow_run_id,
+            "counts": r.counts,
+            "started_at": _iso(r.started_at),
+            "finished_at": _iso(r.finished_at),
+        }
+        for r in rounds
+    ]
+    if as_json:
+        emit_json(items)
+        return
+    rows = [(i["id"], i["status"], i["stage"] or "-", i["dataset_id"] or "-") for i in items]
+    typer.echo(table(("round", "status", "last stage", "dataset"), rows))
+
+
+@datasets_app.command("list")
+def datasets_list(as_json: JsonFlag = False) -> None:
+    """Dataset versions, newest first."""
+    from flows.settings import load_settings
+    from storage import Catalog
+
+    with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
+        items = [
+            catalog.dataset_summary(d.id)
+            for d in sorted(catalog.list_datasets(), key=lambda d: d.created_at, reverse=True)
+        ]
+    if as_json:
+        emit_json(items)
+        return
+    rows = [
+        (i["id"], i["round_id"], i["size"], i["human_reviewed"], i["parent"] or "-") for i in items
+    ]
+    typer.echo(table(("dataset", "round", "size", "human reviewed", "parent"), rows))
+
+
+@datasets_app.command("show")
+def datasets_show(
+    dataset_id: Annotated[str, typer.Argument(help="a dataset version id (ds-...)")],
+    as_json: JsonFlag = False,
+) -> None:
+    """One dataset version: composition, achieved vs target mix, lineage."""
+    from flows.settings import load_settings
+    from storage import Catalog
+
+    with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
+        summary = catalog.dataset_summary(dataset_id)
+    if as_json:
+        emit_json(summary)
+        return
+    typer.echo(dataset_text(summary))
+
+
+def dataset_text(summary: dict[str, Any]) -> str:
+    lines = [
+        f"Dataset {summary['id']} (round {summary['round_id']}, parent "
+        f"{summary['parent'] or 'none'})",
+        f"{summary['size']} trajectories; {summary['human_reviewed']} reviewed by a person",
+    ]
+    for dimension, counts in summary["counts"].items():
+        lines += ["", table((dimension, "trajectories"), sorted(counts.items()))]
+    achieved: dict[str, dict[str, float]] = summary.get("achieved") or {}
+    target: dict[str, Any] = summary.get("target") or {}
+    rows = []
+    for dimension, shares in achieved.items():
+        wanted = target.get(dimension) if isinstance(target.get(dimension), dict) else {}
+        for value, share in sorted(shares.items()):
+            goal = (wanted or {}).get(value)
+            rows.append((dimension, value, f"{share:.3f}", "-" if goal is None else f"{goal:.3f}"))
+    if rows:
+        lines += ["", table(("dimension", "value", "achieved", "target"), rows)]
+    return "\n".join(lines)
+
+
+def _iso(value: object) -> str | None:
+    return None if value is None else str(value)

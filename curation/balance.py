@@ -1,0 +1,341 @@
+"""Sampling weights that move approved training data towards a target mix.
+
+Bounded raking (iterative proportional fitting): one dimension after another, each value's
+group of candidates is scaled so that its weighted share meets the target, with every
+weight kept in ``[1, max_ratio]`` (so largest / smallest never passes the cap), for a
+bounded number of passes. A target value no candidate has is dropped, the rest of that
+dimension's target renormalized over the values present, and the shortfall reported; a
+target the cap makes unreachable is met as closely as the passes allow and its gap reported.
+
+Dimensions: ``capability`` (the task's primary one), ``difficulty``, ``domain`` (primary),
+``source``, and ``outcome`` (``recovery`` for a verified recovery, else ``success``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from contract import (
+    Capability,
+    DatasetMember,
+    DatasetVersion,
+    Difficulty,
+    InvalidInputError,
+    MixTarget,
+    Outcome,
+    Split,
+    Trajectory,
+    content_hash,
+)
+
+TARGET_FIELDS = ("capability", "difficulty", "domain", "source")
+"""The ``MixTarget`` fields that are shares per value."""
+DIMENSIONS = (*TARGET_FIELDS, "outcome")
+SUCCESS = "success"
+RECOVERY = "recovery"
+DEFAULT_MAX_RATIO = 10.0
+DEFAULT_MAX_PASSES = 100
+DEFAULT_TOLERANCE = 1e-4
+DROPPED_DEV = "dev_split"
+DROPPED_NOT_SUCCESS = "not_success"
+
+BISECTION_STEPS = 40
+STALL_PASSES = 10
+
+Weights = npt.NDArray[np.float64]
+Codes = npt.NDArray[np.intp]
+Shares = dict[str, dict[str, float]]
+
+
+@dataclass(frozen=True)
+class MixRow:
+    """Achieved against (effective) target for one value of one dimension."""
+
+    dimension: str
+    value: str
+    target: float
+    achieved: float
+    gap: float
+    """``achieved - target``."""
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """A target value that no candidate has: its share went to the other values."""
+
+    dimension: str
+    value: str
+    requested: float
+
+
+@dataclass(frozen=True)
+class BalanceResult:
+    """Weighted members and how close their mix came to the target."""
+
+    members: tuple[DatasetMember, ...]
+    achieved: Shares
+    """Weighted share per value, for every dimension."""
+    target: Shares
+    """The effective target: dimensions with a target, renormalized over present values."""
+    rows: tuple[MixRow, ...]
+    shortfalls: tuple[Shortfall, ...]
+    dropped: dict[str, int]
+    """How many input trajectories were left out, by reason."""
+    passes: int
+    converged: bool
+
+
+def default_target() -> MixTarget:
+    """Even over capabilities and difficulties, a fifth recoveries, no domain or source."""
+    return MixTarget(
+        capability={c.value: 1 / len(Capability) for c in Capability},
+        difficulty={d.value: 1 / len(Difficulty) for d in Difficulty},
+        recovery_share=0.2,
+    )
+
+
+def labels_of(trajectory: Trajectory) -> dict[str, str]:
+    """The value of each balancing dimension for ``trajectory``."""
+    task = trajectory.task
+    return {
+        "capability": task.capabilities[0].value,
+        "difficulty": task.difficulty.value,
+        "domain": task.domains[0],
+        "source": task.source.value,
+        "outcome": RECOVERY if trajectory.metadata.recovered else SUCCESS,
+    }
+
+
+def requested_shares(target: MixTarget) -> Shares:
+    """The target as shares per dimension (``recovery_share`` becomes ``outcome``)."""
+    shares: Shares = {
+        name: dict(getattr(target, name)) for name in TARGET_FIELDS if getattr(target, name)
+    }
+    if target.recovery_share is not None:
+        shares["outcome"] = {RECOVERY: target.recovery_share, SUCCESS: 1 - target.recovery_share}
+    return shares
+
+
+def trainable(trajectories: Iterable[Trajectory]) -> tuple[list[Trajectory], dict[str, int]]:
+    """Train-split successes, one per id, sorted by id; and how many were dropped, why."""
+    kept: dict[str, Trajectory] = {}
+    dropped = {DROPPED_DEV: 0, DROPPED_NOT_SUCCESS: 0}
+    for trajectory in trajectories:
+        if trajectory.task.split is not Split.TRAIN:
+            dropped[DROPPED_DEV] += 1
+        elif trajectory.metadata.outcome is not Outcome.SUCCESS:
+            dropped[DROPPED_NOT_SUCCESS] += 1
+        else:
+            kept[trajectory.id] = trajectory
+    return [kept[i] for i in sorted(kept)], dropped
+
+
+def balance_mix(
+    trajectories: Iterable[Trajectory],
+    target: MixTarget,
+    *,
+    max_ratio: float = DEFAULT_MAX_RATIO,
+    max_passes: int = DEFAULT_MAX_PASSES,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> BalanceResult:
+    """Weights (mean 1, largest / smallest <= ``max_ratio``) towards ``target``.
+
+    Dev-split tasks and anything but a success are dropped here, whatever their review.
+    """
+    if max_ratio < 1:
+        raise InvalidInputError("max_ratio", f"{max_ratio} is below 1")
+    if max_passes < 1:
+        raise InvalidInputError("max_passes", f"{max_passes} is below 1")
+    candidates, dropped = trainable(trajectories)
+    labels = [labels_of(t) for t in candidates]
+    effective, shortfalls = effective_target(requested_shares(target), labels)
+    columns = {dim: _Column.of(labels, dim) for dim in DIMENSIONS}
+    fits = [columns[dim].fit(effective[dim]) for dim in DIMENSIONS if dim in effective]
+    weights, passes, converged = _rake(len(candidates), fits, max_ratio, max_passes, tolerance)
+    achieved = {dim: columns[dim].shares(weights) for dim in DIMENSIONS}
+    members = tuple(
+        DatasetMember(trajectory_id=t.id, task_id=t.task.id, weight=max(round(float(w), 6), 1e-6))
+        for t, w in zip(candidates, weights, strict=True)
+    )
+    return BalanceResult(
+        members=members,
+        achieved=achieved,
+        target=effective,
+        rows=mix_rows(effective, achieved),
+        shortfalls=shortfalls,
+        dropped=dropped,
+        passes=passes,
+        converged=converged,
+    )
+
+
+def effective_target(
+    requested: Shares, labels: Sequence[Mapping[str, str]]
+) -> tuple[Shares, tuple[Shortfall, ...]]:
+    """``requested`` over the values candidates have, renormalized; and what is missing.
+
+    A present value the target does not name gets share 0. A dimension none of whose
+    targeted values is present keeps no target.
+    """
+    effective: Shares = {}
+    shortfalls: list[Shortfall] = []
+    for dim, shares in requested.items():
+        present = sorted({label[dim] for label in labels})
+        shortfalls += [
+            Shortfall(dim, value, share)
+            for value, share in sorted(shares.items())
+            if share > 0 and value not in present
+        ]
+        total = sum(shares.get(value, 0.0) for value in present)
+        if total > 0:
+            effective[dim] = {value: shares.get(value, 0.0) / total for value in present}
+    return effective, tuple(shortfalls)
+
+
+def mix_rows(target: Shares, achieved: Shares) -> tuple[MixRow, ...]:
+    """One row per targeted value, in dimension order then value order."""
+    rows: list[MixRow] = []
+    for dim in DIMENSIONS:
+        for value, share in sorted(target.get(dim, {}).items()):
+            got = achieved.get(dim, {}).get(value, 0.0)
+            rows.append(MixRow(dim, value, round(share, 6), got, round(got - share, 6)))
+    return tuple(rows)
+
+
+@dataclass(frozen=True)
+class _Column:
+    """One dimension over the candidates: its sorted values and each candidate's code."""
+
+    values: tuple[str, ...]
+    codes: Codes
+
+    @classmethod
+    def of(cls, labels: Sequence[Mapping[str, str]], dim: str) -> _Column:
+        values = tuple(sorted({label[dim] for label in labels}))
+        index = {value: i for i, value in enumerate(values)}
+        return cls(values, np.array([index[label[dim]] for label in labels], np.intp))
+
+    def shares(self, weights: Weights) -> dict[str, float]:
+        if not self.values:
+            return {}
+        sums = np.bincount(self.codes, weights, minlength=len(self.values)) / weights.sum()
+        return {
+            value: round(float(share), 6) for value, share in zip(self.values, sums, strict=True)
+        }
+
+    def fit(self, target: Mapping[str, float]) -> _Fit:
+        sizes = np.bincount(self.codes, minlength=len(self.values)).astype(np.float64)
+        return _Fit(self.codes, sizes, np.array([target[v] for v in self.values], np.float64))
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """What raking one dimension needs: codes, group sizes and target shares."""
+
+    codes: Codes
+    sizes: Weights
+    target: Weights
+
+    def gap(self, weights: Weights) -> float:
+        sums = np.bincount(self.codes, weights, minlength=len(self.sizes)) / weights.sum()
+        return float(np.abs(sums - self.target).max())
+
+    def apply(self, weights: Weights, max_ratio: float) -> Weights:
+        """Weights in [1, max_ratio] whose group sums come as close to the target as the
+        bounds allow, each group scaled by one factor (before clipping)."""
+        wanted = np.clip(
+            self.target * self._total(weights, max_ratio), self.sizes, self.sizes * max_ratio
+        )
+        logs = np.log(weights)
+        span = np.log(max_ratio) + 1.0
+        low: Weights = np.full(len(self.sizes), -span)
+        high: Weights = np.full(len(self.sizes), span)
+        for _ in range(BISECTION_STEPS):
+            mid = (low + high) / 2
+            over = self._sums(logs, mid, max_ratio) > wanted
+            high, low = np.where(over, mid, high), np.where(over, low, mid)
+        return self._scaled(logs, (low + high) / 2, max_ratio)
+
+    def _total(self, weights: Weights, max_ratio: float) -> float:
+        """The total closest to the current one at which every targeted group is in
+        bounds; the geometric middle of the bounds when none is."""
+        targeted = self.target > 0
+        lowest = float((self.sizes[targeted] / self.target[targeted]).max())
+        highest = float((max_ratio * self.sizes[targeted] / self.target[targeted]).min())
+        if lowest > highest:
+            return float(np.sqrt(lowest * highest))
+        return min(max(float(weights.sum()), lowest), highest)
+
+    def _scaled(self, logs: Weights, factors: Weights, max_ratio: float) -> Weights:
+        scaled: Weights = np.clip(np.exp(logs + factors[self.codes]), 1.0, max_ratio)
+        return scaled
+
+    def _sums(self, logs: Weights, factors: Weights, max_ratio: float) -> Weights:
+        scaled = self._scaled(logs, factors, max_ratio)
+        return np.bincount(self.codes, scaled, minlength=len(self.sizes)).astype(np.float64)
+
+
+def _rake(
+    n: int, fits: Sequence[_Fit], max_ratio: float, max_passes: int, tolerance: float
+) -> tuple[Weights, int, bool]:
+    """Raked weights with mean 1, the passes run, and whether every gap met ``tolerance``.
+
+    Dimensions are fitted in reverse order, so the first (capability) is served best when
+    the bounds make the target unreachable. The pass with the smallest gap is kept; raking
+    stops early once ``STALL_PASSES`` passes in a row have not improved on it.
+    """
+    weights: Weights = np.ones(n, np.float64)
+    if n == 0 or not fits:
+        return weights, 0, True
+    best, best_gap, best_pass, passes = weights, np.inf, 0, 0
+    while passes < max_passes and best_gap > tolerance and passes - best_pass < STALL_PASSES:
+        passes += 1
+        for fit in reversed(fits):
+            weights = fit.apply(weights, max_ratio)
+        gap = max(fit.gap(weights) for fit in fits)
+        if gap < best_gap - tolerance / 10:
+            best, best_gap, best_pass = weights, gap, passes
+    return best * n / best.sum(), passes, bool(best_gap <= tolerance)
+
+
+def dataset_content_hash(members: Iterable[DatasetMember]) -> str:
+    """Digest of the members' (trajectory id, weight) pairs, whatever their order."""
+    return content_hash(sorted((m.trajectory_id, m.weight) for m in members))
+
+
+def propose_version(
+    round_id: str,
+    parent: str | None,
+    result: BalanceResult,
+    target: MixTarget,
+    policies: Iterable[str],
+    human_reviewed: int,
+) -> DatasetVersion:
+    """The dataset version of ``result``: members sorted by trajectory id.
+
+    An empty result is refused: an empty dataset is not frozen.
+    """
+    if not result.members:
+        raise InvalidInputError("members", "no candidates: an empty dataset is not frozen")
+    members = tuple(sorted(result.members, key=lambda m: m.trajectory_id))
+    return DatasetVersion(
+        round_id=round_id,
+        parent=parent,
+        content_hash=dataset_content_hash(members),
+        members=members,
+        target=target,
+        achieved=result.achieved,
+        policies=tuple(sorted(set(policies))),
+        human_reviewed=human_reviewed,
+    )
+
+
+def policies_of(trajectories: Iterable[Trajectory]) -> tuple[str, ...]:
+    """``name@version`` of the policies that generated ``trajectories``, sorted."""
+    return tuple(
+        sorted({f"{t.metadata.policy.name}@{t.metadata.policy.version}" for t in trajectories})
+    )

@@ -1,0 +1,37 @@
+"""The automatic gate: the curator's suggestion is the decision."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from contract import Review
+from human_gate.base import GateItem, GateResult
+
+AUTO_REVIEWER = "auto"
+
+
+class AutoGate:
+    """Applies each item's suggested decision at once; nothing is left pending.
+
+    For rounds without annotators (tests, smoke runs): every review says ``automatic``.
+    """
+
+    name: str = "auto"
+
+    def submit(self, round_id: str, items: Sequence[GateItem]) -> None:
+        """Nothing to send: no person is asked."""
+
+    def collect(self, round_id: str, items: Sequence[GateItem]) -> GateResult:
+        return GateResult(reviews=tuple(auto_review(round_id, item) for item in items))
+
+
+def auto_review(round_id: str, item: GateItem) -> Review:
+    """The automatic review of ``item``: the curator's suggestion and reason."""
+    return Review(
+        trajectory_id=item.trajectory_id,
+        round_id=round_id,
+        decision=item.curation.suggested,
+        reviewer=AUTO_REVIEWER,
+        automatic=True,
+        reason=item.curation.reason,
+    )

@@ -1,0 +1,68 @@
+"""The gate interface: what needs a person goes out, decisions come back.
+
+A gate never approves silently: an item a person has not decided yet stays pending and is
+carried over to the next collection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from contract import CurationRecord, InvalidInputError, Review, Trajectory
+
+
+@dataclass(frozen=True)
+class GateItem:
+    """A trajectory with the curator's judgement of it."""
+
+    trajectory: Trajectory
+    curation: CurationRecord
+
+    def __post_init__(self) -> None:
+        if self.curation.trajectory_id != self.trajectory.id:
+            raise InvalidInputError(
+                "gate item",
+                f"curation record is for {self.curation.trajectory_id}, not {self.trajectory.id}",
+            )
+
+    @property
+    def trajectory_id(self) -> str:
+        return self.trajectory.id
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """What a collection gave: decisions made, and trajectory ids still waiting."""
+
+    reviews: tuple[Review, ...] = ()
+    pending: tuple[str, ...] = ()
+
+
+class HumanGate(Protocol):
+    """Where curated items are approved, corrected, rejected or quarantined."""
+
+    name: str
+
+    def submit(self, round_id: str, items: Sequence[GateItem]) -> None:
+        """Send the items that need a person (Label Studio: import them as tasks)."""
+        ...
+
+    def collect(self, round_id: str, items: Sequence[GateItem]) -> GateResult:
+        """Decisions on ``items`` so far; undecided ones are pending, never approved."""
+        ...
+
+
+def final_decisions(reviews: Iterable[Review]) -> dict[str, Review]:
+    """The review that counts for each trajectory id.
+
+    A person's review wins over an automatic one; among reviews of the same kind the
+    later one in ``reviews`` wins. The result is sorted by trajectory id.
+    """
+    final: dict[str, Review] = {}
+    for review in reviews:
+        current = final.get(review.trajectory_id)
+        if current is None or not review.automatic or current.automatic:
+            final[review.trajectory_id] = review
+    return dict(sorted(final.items()))

@@ -1,0 +1,59 @@
+"""A content-addressed artifact store in a folder: screenshots, page sources, exports."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path, PurePosixPath
+
+from contract import InvalidInputError
+from storage.errors import UnknownIdError
+from storage.files import write_atomically
+
+_SUFFIX = re.compile(r"^(\.[A-Za-z0-9_-]{1,16}){0,3}$")
+_REF = re.compile(r"^[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{64}(\.[A-Za-z0-9_-]{1,16}){0,3}$")
+
+
+class ArtifactStore:
+    """Files named by the sha256 of their bytes, under two levels of prefix folders.
+
+    A reference is the relative path ``ab/cd/abcd...ef.png``: storing the same bytes
+    twice gives the same reference and writes once.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def put(self, data: bytes, suffix: str = "") -> str:
+        """Store ``data``; its reference. ``suffix`` is an extension such as ``.png``."""
+        if not _SUFFIX.match(suffix):
+            raise InvalidInputError("suffix", f"{suffix!r} is not a file extension like '.png'")
+        digest = hashlib.sha256(data).hexdigest()
+        ref = f"{digest[:2]}/{digest[2:4]}/{digest}{suffix}"
+        target = self.root / ref
+        if not target.exists():
+            write_atomically(target, lambda sink: sink.write(data))
+        return ref
+
+    def path(self, ref: str) -> Path:
+        """Where the artifact ``ref`` lives; refuses references that leave the store."""
+        parts = PurePosixPath(ref).parts
+        if not _REF.match(ref) or ".." in parts:
+            raise InvalidInputError(
+                "artifact", f"{ref!r} is not an artifact reference (like 'ab/cd/abcd...png')"
+            )
+        path = (self.root / ref).resolve()
+        if not path.is_relative_to(self.root.resolve()):
+            raise InvalidInputError("artifact", f"{ref!r} points outside {self.root}")
+        return path
+
+    def get(self, ref: str) -> bytes:
+        """The bytes of artifact ``ref``; UnknownIdError if it is not stored."""
+        path = self.path(ref)
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise UnknownIdError("artifact", ref, where=str(self.root)) from None
+
+    def __contains__(self, ref: object) -> bool:
+        return isinstance(ref, str) and _REF.match(ref) is not None and self.path(ref).is_file()

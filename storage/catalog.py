@@ -1,0 +1,507 @@
+"""The DuckDB catalog: rounds, tasks, trajectories, curation, reviews and dataset versions.
+
+One DuckDB file. DuckDB locks a file per process, so the catalog holds a connection only
+for the length of one operation. Every write runs in one transaction and is idempotent
+by content-derived ids: writing the same records again changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import duckdb
+import orjson
+
+from contract import (
+    CurationRecord,
+    DatasetVersion,
+    RejectedTask,
+    Review,
+    Split,
+    TaskSpec,
+    Trajectory,
+)
+from storage import datasets, ingest
+from storage.errors import CatalogError, UnknownIdError
+from storage.ingest import IngestReport
+from storage.migrations import SCHEMA_VERSION, migrate, schema_version
+from storage.rows import (
+    CURATION_SCHEMA,
+    REJECTION_SCHEMA,
+    REVIEW_SCHEMA,
+    STEP_COLUMNS,
+    TASK_SCHEMA,
+    curation_row,
+    group_steps,
+    json_text,
+    rebuild_trajectory,
+    rejection_row,
+    review_row,
+    task_row,
+)
+from storage.sql import dicts, insert_rows, now, recent_ids, scalar, utc
+
+TABLES = (
+    "rounds",
+    "tasks",
+    "rejected_tasks",
+    "trajectories",
+    "steps",
+    "verdicts",
+    "curations",
+    "reviews",
+    "dataset_versions",
+    "dataset_members",
+    "shards",
+)
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """A round as the catalog records it."""
+
+    id: str
+    status: str
+    stage: str | None
+    config: dict[str, Any]
+    flow_run_id: str | None
+    dataset_id: str | None
+    counts: dict[str, int]
+    started_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    """One line of ``Catalog.list_datasets``."""
+
+    id: str
+    round_id: str
+    parent: str | None
+    content_hash: str
+    size: int
+    human_reviewed: int
+    created_at: datetime
+
+
+class Catalog:
+    """The catalog in one DuckDB file. Build it with ``Catalog.open``."""
+
+    def __init__(self, path: Path, *, read_only: bool) -> None:
+        self.path = path
+        self.read_only = read_only
+        self._closed = False
+
+    # -- opening ------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path, *, read_only: bool = False) -> Catalog:
+        """Open the catalog at ``path``, creating and upgrading it unless ``read_only``.
+
+        Raises CatalogError for a missing file (read-only), an unwritable folder, a file
+        that is not a catalog, a schema newer than this code, or a file locked by another
+        process.
+        """
+        path = Path(path)
+        if read_only and not path.exists():
+            raise CatalogError(f"no catalog at {path}: run a round first")
+        if not read_only:
+            _ensure_writable_folder(path.parent)
+        catalog = cls(path, read_only=read_only)
+        catalog._upgrade()
+        return catalog
+
+    def _upgrade(self) -> None:
+        """Check the schema version and apply the migrations this file lacks."""
+        with self._connect() as con:
+            version = schema_version(con)
+            if version is None:
+                raise CatalogError(
+                    f"{self.path} is a DuckDB database but not a flywheel catalog "
+                    "(it has no meta table)"
+                )
+            if version > SCHEMA_VERSION:
+                raise CatalogError(
+                    f"catalog schema version {version} is newer than this code's "
+                    f"{SCHEMA_VERSION}: upgrade the code"
+                )
+            if version < SCHEMA_VERSION:
+                if self.read_only:
+                    raise CatalogError(
+                        f"catalog {self.path} has schema version {version}, older than this "
+                        f"code's {SCHEMA_VERSION}: open it once for writing to upgrade it"
+                    )
+                migrate(con, version)
+
+    def close(self) -> None:
+        """Refuse further operations (no connection is held between operations)."""
+        self._closed = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        if self._closed:
+            raise CatalogError(f"catalog {self.path} is closed")
+        con = _connect_file(self.path, self.read_only)
+        try:
+            yield con
+        finally:
+            con.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection inside one transaction: committed whole, or rolled back whole."""
+        if self.read_only:
+            raise CatalogError(f"catalog {self.path} was opened read-only")
+        with self._connect() as con:
+            con.begin()
+            try:
+                yield con
+            except BaseException:
+                con.rollback()
+                raise
+            con.commit()
+
+    # -- rounds -------------------------------------------------------------------------
+
+    def begin_round(self, round_id: str, config: Mapping[str, Any]) -> RoundInfo:
+        """Record a running round, or return the round already recorded under that id."""
+        with self._write() as con:
+            con.execute(
+                "INSERT INTO rounds (id, config, status, started_at) "
+                "VALUES (?, ?, 'running', ?) ON CONFLICT DO NOTHING",
+                [round_id, json_text(dict(config)), now()],
+            )
+            rows = dicts(con, "SELECT * FROM rounds WHERE id = ?", [round_id])
+        return _round_info(rows[0])
+
+    def set_stage(self, round_id: str, stage: str) -> None:
+        """Record the stage a round has reached."""
+        self._update_round(round_id, "stage = ?", [stage])
+
+    def set_flow_run(self, round_id: str, flow_run_id: str) -> None:
+        """Record the orchestrator's run id of a round."""
+        self._update_round(round_id, "flow_run_id = ?", [flow_run_id])
+
+    def finish_round(
+        self,
+        round_id: str,
+        *,
+        dataset_id: str | None,
+        counts: Mapping[str, int],
+        flow_run_id: str | None,
+    ) -> None:
+        """Mark a round done with what it produced (a None flow run id keeps the known one)."""
+        self._update_round(
+            round_id,
+            "status = 'done', dataset_id = ?, counts = ?, "
+            "flow_run_id = coalesce(?, flow_run_id), finished_at = ?",
+            [dataset_id, json_text(dict(counts)), flow_run_id, now()],
+        )
+
+    def _update_round(self, round_id: str, assignments: str, params: list[Any]) -> None:
+        with self._write() as con:
+            changed = scalar(
+                con, f"UPDATE rounds SET {assignments} WHERE id = ?", [*params, round_id]
+            )
+            if not changed:
+                raise UnknownIdError("round", round_id, recent_ids(con, "rounds"))
+
+    def get_round(self, round_id: str) -> RoundInfo | None:
+        """The round recorded under ``round_id``, or None."""
+        with self._connect() as con:
+            rows = dicts(con, "SELECT * FROM rounds WHERE id = ?", [round_id])
+        return _round_info(rows[0]) if rows else None
+
+    def list_rounds(self) -> list[RoundInfo]:
+        """Every round, oldest first."""
+        with self._connect() as con:
+            rows = dicts(con, "SELECT * FROM rounds ORDER BY started_at, id")
+        return [_round_info(row) for row in rows]
+
+    # -- tasks --------------------------------------------------------------------------
+
+    def add_tasks(self, round_id: str, tasks: Sequence[TaskSpec]) -> int:
+        """Record tasks first constructed in ``round_id``; the number that were new."""
+        rows = _unique((task_row(t, round_id) for t in tasks), "id")
+        with self._write() as con:
+            return insert_rows(con, "tasks", rows, TASK_SCHEMA)
+
+    def add_rejections(self, rejections: Sequence[RejectedTask]) -> int:
+        """Record refused task proposals; the number that were new."""
+        rows = _unique((rejection_row(r) for r in rejections), "id")
+        with self._write() as con:
+            return insert_rows(con, "rejected_tasks", rows, REJECTION_SCHEMA)
+
+    def tasks_of_round(self, round_id: str) -> list[TaskSpec]:
+        """Tasks first constructed in ``round_id``, ordered by id."""
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT spec FROM tasks WHERE round_id = ? ORDER BY id", [round_id]
+            ).fetchall()
+        return [TaskSpec.model_validate_json(spec) for (spec,) in rows]
+
+    def tasks_except_round(self, round_id: str) -> list[TaskSpec]:
+        """Tasks constructed in other rounds (or none), ordered by id."""
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT spec FROM tasks WHERE round_id IS DISTINCT FROM ? ORDER BY id", [round_id]
+            ).fetchall()
+        return [TaskSpec.model_validate_json(spec) for (spec,) in rows]
+
+    def rejections_of_round(self, round_id: str) -> list[RejectedTask]:
+        """Proposals refused in ``round_id``, ordered by id."""
+        columns = ", ".join(REJECTION_SCHEMA.names)
+        with self._connect() as con:
+            rows = dicts(
+                con,
+                f"SELECT {columns} FROM rejected_tasks WHERE round_id = ? ORDER BY id",
+                [round_id],
+            )
+        return [RejectedTask.model_validate(row) for row in rows]
+
+    def get_task(self, task_id: str) -> TaskSpec:
+        """The task ``task_id``; UnknownIdError if the catalog has none such."""
+        with self._connect() as con:
+            rows = con.execute("SELECT spec FROM tasks WHERE id = ?", [task_id]).fetchall()
+            if not rows:
+                raise UnknownIdError("task", task_id, recent_ids(con, "tasks"))
+        return TaskSpec.model_validate_json(rows[0][0])
+
+    def fingerprints(self, split: Split | None = None) -> set[str]:
+        """Fingerprints of every known task, or of one split's."""
+        query = "SELECT DISTINCT fingerprint FROM tasks"
+        params = []
+        if split is not None:
+            query += " WHERE split = ?"
+            params.append(split.value)
+        with self._connect() as con:
+            rows = con.execute(query, params).fetchall()
+        return {fingerprint for (fingerprint,) in rows}
+
+    def task_goals(self) -> list[tuple[str, str]]:
+        """(id, goal) of every known task, ordered by id, for near-duplicate checks."""
+        with self._connect() as con:
+            rows = con.execute("SELECT id, goal FROM tasks ORDER BY id").fetchall()
+        return [(task_id, goal) for task_id, goal in rows]
+
+    # -- trajectories -------------------------------------------------------------------
+
+    def ingest_shards(self, paths: Sequence[Path]) -> IngestReport:
+        """Ingest Parquet shards in one transaction; a folder stands for the complete
+        shards in it. Shards ingested before (by resolved path) and trajectories stored
+        before (by id) are skipped; task specs the shards embed are added when new."""
+        shards = ingest.resolve_shards(paths)
+        if not shards:
+            return IngestReport(files=0, trajectories=0, steps=0, skipped_files=0)
+        with self._write() as con:
+            return ingest.ingest(con, shards)
+
+    def trajectories_of_round(self, round_id: str) -> list[Trajectory]:
+        """The exact trajectories of a round, ordered by id."""
+        with self._connect() as con:
+            return _load_trajectories(con, "t.round_id = ?", [round_id])
+
+    def get_trajectory(self, trajectory_id: str) -> Trajectory:
+        """The trajectory ``trajectory_id``; UnknownIdError if the catalog has none such."""
+        with self._connect() as con:
+            found = _load_trajectories(con, "t.id = ?", [trajectory_id])
+            if not found:
+                raise UnknownIdError("trajectory", trajectory_id, recent_ids(con, "trajectories"))
+        return found[0]
+
+    def count_trajectories(self, round_id: str) -> int:
+        """How many trajectories a round has stored."""
+        with self._connect() as con:
+            return scalar(con, "SELECT count(*) FROM trajectories WHERE round_id = ?", [round_id])
+
+    # -- curation and reviews -----------------------------------------------------------
+
+    def add_curations(self, records: Sequence[CurationRecord]) -> int:
+        """Record the curator's judgements, one per trajectory: a new judgement of a
+        trajectory replaces the old one. The number of rows added or changed."""
+        rows = _unique((curation_row(r) for r in records), "trajectory_id")
+        updates = ", ".join(f"{c} = excluded.{c}" for c in CURATION_SCHEMA.names[1:])
+        conflict = (
+            f"(trajectory_id) DO UPDATE SET {updates} "
+            "WHERE curations.record::VARCHAR <> excluded.record::VARCHAR"
+        )
+        with self._write() as con:
+            return insert_rows(con, "curations", rows, CURATION_SCHEMA, conflict)
+
+    def curations_of_round(self, round_id: str) -> list[CurationRecord]:
+        """The curator's judgements in ``round_id``, ordered by trajectory id."""
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT record FROM curations WHERE round_id = ? ORDER BY trajectory_id",
+                [round_id],
+            ).fetchall()
+        return [CurationRecord.model_validate_json(record) for (record,) in rows]
+
+    def add_reviews(self, reviews: Sequence[Review]) -> int:
+        """Record gate decisions; the number that were new."""
+        created_at = now()
+        rows = _unique((review_row(r, created_at) for r in reviews), "id")
+        with self._write() as con:
+            return insert_rows(con, "reviews", rows, REVIEW_SCHEMA)
+
+    def reviews_of_round(self, round_id: str) -> list[Review]:
+        """Gate decisions of ``round_id``, in the order they were recorded."""
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT record FROM reviews WHERE round_id = ? ORDER BY created_at, rowid",
+                [round_id],
+            ).fetchall()
+        return [Review.model_validate_json(record) for (record,) in rows]
+
+    # -- datasets -----------------------------------------------------------------------
+
+    def freeze_dataset(self, version: DatasetVersion) -> bool:
+        """Store a dataset version; True if it is new. A version is immutable: the same id
+        again is a no-op. Refuses (InvalidInputError) members whose task is a development
+        task or differs from their trajectory's, and (UnknownIdError) members that are
+        not stored trajectories."""
+        with self._write() as con:
+            return datasets.freeze(con, version)
+
+    def get_dataset(self, dataset_id: str) -> DatasetVersion:
+        """The dataset version ``dataset_id``; UnknownIdError if there is none such."""
+        with self._connect() as con:
+            return datasets.load(con, dataset_id)
+
+    def latest_dataset_id(self) -> str | None:
+        """The most recently frozen dataset version, if any."""
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT id FROM dataset_versions ORDER BY created_at DESC, rowid DESC LIMIT 1"
+            ).fetchall()
+        return str(rows[0][0]) if rows else None
+
+    def list_datasets(self) -> list[DatasetSummary]:
+        """Every dataset version, oldest first."""
+        with self._connect() as con:
+            rows = dicts(
+                con,
+                "SELECT id, round_id, parent, content_hash, size, human_reviewed, created_at "
+                "FROM dataset_versions ORDER BY created_at, rowid",
+            )
+        return [DatasetSummary(**(row | {"created_at": utc(row["created_at"])})) for row in rows]
+
+    def dataset_summary(self, dataset_id: str) -> dict[str, Any]:
+        """A JSON-ready description of a dataset version: ``id, round_id, parent,
+        content_hash, size, counts, human_reviewed, lineage, target, achieved,
+        created_at``. ``counts`` has member counts per capability (a task counts under
+        each of its capabilities), difficulty and outcome (a recovered success counts as
+        ``recovery``); ``lineage`` has the round, policies and sorted task and trajectory
+        ids."""
+        with self._connect() as con:
+            return datasets.summary(con, dataset_id)
+
+    # -- all ----------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        """Rows per table."""
+        with self._connect() as con:
+            return {table: scalar(con, f"SELECT count(*) FROM {table}") for table in TABLES}
+
+
+def _connect_file(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Open the DuckDB file, turning DuckDB's errors into messages for a person."""
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as exc:
+        text = str(exc)
+        if "Could not set lock" in text:
+            holder = re.search(r"PID (\d+)", text)
+            who = f" (PID {holder.group(1)})" if holder else ""
+            raise CatalogError(
+                f"catalog {path} is in use by another process{who}: "
+                "wait for it to finish, then retry"
+            ) from exc
+        if "not a valid DuckDB database" in text:
+            raise CatalogError(
+                f"{path} is not a DuckDB catalog (corrupt, or another kind of file): "
+                "move it away or choose another state folder"
+            ) from exc
+        raise CatalogError(f"cannot open catalog {path}: {text}") from exc
+
+
+def _ensure_writable_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CatalogError(f"cannot create state folder {folder}: {exc.strerror}") from exc
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CatalogError(
+            f"state folder {folder} is not writable: fix its permissions or choose another one"
+        )
+
+
+def _unique(rows: Iterable[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """One row per key, the last one winning: a batch must not conflict with itself."""
+    return list({row[key]: row for row in rows}.values())
+
+
+def _round_info(row: Mapping[str, Any]) -> RoundInfo:
+    return RoundInfo(
+        id=row["id"],
+        status=row["status"],
+        stage=row["stage"],
+        config=orjson.loads(row["config"]),
+        flow_run_id=row["flow_run_id"],
+        dataset_id=row["dataset_id"],
+        counts=orjson.loads(row["counts"]) if row["counts"] is not None else {},
+        started_at=row["started_at"].replace(tzinfo=UTC),
+        finished_at=utc(row["finished_at"]),
+    )
+
+
+def _load_trajectories(
+    con: duckdb.DuckDBPyConnection, where: str, params: Sequence[Any]
+) -> list[Trajectory]:
+    """Rebuild the trajectories matching ``where`` (over ``trajectories t``), by id."""
+    rows = dicts(
+        con,
+        "SELECT t.id, t.task_id, t.metadata, t.cost, v.passed, v.score, v.progress, v.checks "
+        f"FROM trajectories t JOIN verdicts v ON v.trajectory_id = t.id WHERE {where} "
+        "ORDER BY t.id",
+        params,
+    )
+    if not rows:
+        return []
+    steps = dicts(
+        con,
+        f"SELECT s.trajectory_id, {', '.join('s.' + c for c in STEP_COLUMNS)} "
+        f"FROM steps s JOIN trajectories t ON t.id = s.trajectory_id WHERE {where} "
+        "ORDER BY s.trajectory_id, s.idx",
+        params,
+    )
+    specs = con.execute(
+        f"SELECT id, spec FROM tasks WHERE id IN (SELECT t.task_id FROM trajectories t "
+        f"WHERE {where})",
+        list(params),
+    ).fetchall()
+    tasks = {task_id: TaskSpec.model_validate_json(spec) for task_id, spec in specs}
+    by_trajectory = group_steps(steps)
+    return [
+        rebuild_trajectory(row, tasks[row["task_id"]], by_trajectory.get(row["id"], []))
+        for row in rows
+    ]

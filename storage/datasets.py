@@ -1,0 +1,156 @@
+"""Dataset versions in the catalog: the checks before freezing, and their summaries."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+import duckdb
+import orjson
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from contract import DatasetVersion, InvalidInputError, Split
+from storage.errors import UnknownIdError
+from storage.rows import MEMBER_SCHEMA, dataset_record_json, member_rows
+from storage.sql import RECENT, dicts, now, recent_ids, scalar
+
+
+def freeze(con: duckdb.DuckDBPyConnection, version: DatasetVersion) -> bool:
+    """Store ``version`` inside the caller's transaction; False if it was stored before."""
+    members = member_rows(version)
+    if len({m["trajectory_id"] for m in members}) != len(members):
+        raise InvalidInputError("members", "a trajectory appears more than once")
+    if scalar(con, "SELECT count(*) FROM dataset_versions WHERE id = ?", [version.id]):
+        return False
+    con.register("_members", pa.Table.from_pylist(members, schema=MEMBER_SCHEMA))
+    try:
+        _check_members(con)
+        columns = ", ".join(MEMBER_SCHEMA.names)
+        con.execute(f"INSERT INTO dataset_members ({columns}) SELECT {columns} FROM _members")
+    finally:
+        con.unregister("_members")
+    con.execute(
+        "INSERT INTO dataset_versions (id, round_id, parent, content_hash, size, "
+        "human_reviewed, record, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            version.id,
+            version.round_id,
+            version.parent,
+            version.content_hash,
+            len(version.members),
+            version.human_reviewed,
+            dataset_record_json(version),
+            now(),
+        ],
+    )
+    return True
+
+
+def _check_members(con: duckdb.DuckDBPyConnection) -> None:
+    """Refuse members (staged in ``_members``) that the catalog cannot vouch for."""
+    unknown = con.execute(
+        "SELECT trajectory_id FROM _members "
+        "WHERE trajectory_id NOT IN (SELECT id FROM trajectories) ORDER BY position LIMIT 1"
+    ).fetchall()
+    if unknown:
+        raise UnknownIdError("trajectory", unknown[0][0], recent_ids(con, "trajectories"))
+    mismatched = con.execute(
+        "SELECT m.trajectory_id, m.task_id, t.task_id FROM _members m "
+        "JOIN trajectories t ON t.id = m.trajectory_id WHERE t.task_id <> m.task_id "
+        "ORDER BY m.position LIMIT 1"
+    ).fetchall()
+    if mismatched:
+        trajectory_id, claimed, actual = mismatched[0]
+        raise InvalidInputError(
+            "members", f"{trajectory_id} is a trajectory of {actual}, not of {claimed}"
+        )
+    development = con.execute(
+        "SELECT m.trajectory_id, k.id FROM _members m JOIN tasks k ON k.id = m.task_id "
+        "WHERE k.split = ? ORDER BY m.position",
+        [Split.DEV.value],
+    ).fetchall()
+    if development:
+        examples = ", ".join(f"{traj} (task {task})" for traj, task in development[:RECENT])
+        raise InvalidInputError(
+            "members",
+            f"{len(development)} trajectories of development tasks, which are never "
+            f"trained on: {examples}",
+        )
+
+
+def load(con: duckdb.DuckDBPyConnection, dataset_id: str) -> DatasetVersion:
+    """The stored version ``dataset_id``, members in their original order."""
+    record = _record(con, dataset_id)
+    members = dicts(
+        con,
+        "SELECT trajectory_id, task_id, weight FROM dataset_members "
+        "WHERE dataset_id = ? ORDER BY position",
+        [dataset_id],
+    )
+    return DatasetVersion.model_validate({**record, "members": members})
+
+
+def summary(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, Any]:
+    """A JSON-ready description of a stored version (see ``Catalog.dataset_summary``)."""
+    record = _record(con, dataset_id)
+    lineage = _lineage(con, dataset_id)
+    ((created_at,),) = con.execute(
+        "SELECT created_at FROM dataset_versions WHERE id = ?", [dataset_id]
+    ).fetchall()
+    return {
+        "id": dataset_id,
+        "round_id": record["round_id"],
+        "parent": record["parent"],
+        "content_hash": record["content_hash"],
+        "size": len(lineage["trajectory_ids"]),
+        "counts": _composition(con, dataset_id),
+        "human_reviewed": record["human_reviewed"],
+        "lineage": {"round": record["round_id"], "policies": record["policies"], **lineage},
+        "target": record["target"],
+        "achieved": record["achieved"],
+        "created_at": created_at.replace(tzinfo=UTC).isoformat(),
+    }
+
+
+def _record(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, Any]:
+    rows = con.execute("SELECT record FROM dataset_versions WHERE id = ?", [dataset_id]).fetchall()
+    if not rows:
+        raise UnknownIdError("dataset", dataset_id, recent_ids(con, "dataset_versions"))
+    record: dict[str, Any] = orjson.loads(rows[0][0])
+    return record
+
+
+_MEMBER_TASKS = "FROM dataset_members m JOIN tasks k ON k.id = m.task_id WHERE m.dataset_id = ?"
+_MEMBER_TRAJECTORIES = (
+    "FROM dataset_members m JOIN trajectories t ON t.id = m.trajectory_id WHERE m.dataset_id = ?"
+)
+
+
+def _tally(con: duckdb.DuckDBPyConnection, values: str, dataset_id: str) -> dict[str, int]:
+    rows = con.execute(
+        f"SELECT value, count(*) FROM ({values}) GROUP BY value ORDER BY value", [dataset_id]
+    ).fetchall()
+    return {str(value): int(n) for value, n in rows}
+
+
+def _composition(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, dict[str, int]]:
+    """Members per capability (a task counts under each of its capabilities), per
+    difficulty and per outcome (a recovered success counts as ``recovery``)."""
+    outcome = "CASE WHEN t.outcome = 'success' AND t.recovered THEN 'recovery' ELSE t.outcome END"
+    return {
+        "capability": _tally(
+            con, f"SELECT unnest(k.capabilities) AS value {_MEMBER_TASKS}", dataset_id
+        ),
+        "difficulty": _tally(con, f"SELECT k.difficulty AS value {_MEMBER_TASKS}", dataset_id),
+        "outcome": _tally(con, f"SELECT {outcome} AS value {_MEMBER_TRAJECTORIES}", dataset_id),
+    }
+
+
+def _lineage(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, list[str]]:
+    rows = con.execute(
+        "SELECT trajectory_id, task_id FROM dataset_members WHERE dataset_id = ?", [dataset_id]
+    ).fetchall()
+    return {
+        "task_ids": sorted({task_id for _, task_id in rows}),
+        "trajectory_ids": sorted(trajectory_id for trajectory_id, _ in rows),
+    }

@@ -1,0 +1,153 @@
+"""Ingest Parquet shards into the catalog with set-based SQL, never a loop per row.
+
+DuckDB reads the shards itself (``read_parquet``), and each catalog table is filled by
+one INSERT ... SELECT over the trajectories that are not stored yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from storage.rows import SHARD_RECORD_SCHEMA, STEP_COLUMNS, TASK_SCHEMA, TRAJECTORY_COLUMNS
+from storage.shards import ShardInfo, list_shards, shard_info
+from storage.sql import insert_rows, now, scalar
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What one ingest added; ``skipped_files`` had been ingested before."""
+
+    files: int
+    trajectories: int
+    steps: int
+    skipped_files: int
+
+
+def resolve_shards(paths: Sequence[Path]) -> dict[str, ShardInfo]:
+    """Complete shards by resolved path; a folder stands for the complete shards in it.
+
+    A file named explicitly must be a complete shard (CatalogError otherwise); in a
+    folder, temporary files of shards being written are left out.
+    """
+    found: dict[str, ShardInfo] = {}
+    for given in paths:
+        path = Path(given)
+        for file in list_shards(path) if path.is_dir() else [path]:
+            info = shard_info(file.resolve())
+            found[str(info.path)] = info
+    return found
+
+
+def ingest(con: duckdb.DuckDBPyConnection, shards: dict[str, ShardInfo]) -> IngestReport:
+    """Add the shards not ingested yet, inside the caller's transaction."""
+    done = _ingested(con, list(shards))
+    new = [info for key, info in shards.items() if key not in done]
+    if not new:
+        return IngestReport(files=0, trajectories=0, steps=0, skipped_files=len(done))
+    files = [str(info.path) for info in new]
+    source = _new_trajectories(con, files)
+    _insert_tasks(con, files)
+    steps = _insert_steps(con, source)
+    _insert_verdicts(con, source)
+    trajectories = _insert_trajectories(con, source)  # last: the source excludes stored ids
+    _record_shards(con, new)
+    return IngestReport(
+        files=len(new), trajectories=trajectories, steps=steps, skipped_files=len(done)
+    )
+
+
+def _ingested(con: duckdb.DuckDBPyConnection, keys: list[str]) -> set[str]:
+    rows = con.execute("SELECT path FROM shards WHERE list_contains(?, path)", [keys]).fetchall()
+    return {path for (path,) in rows}
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A relation of the trajectories to add: SQL text and its parameters."""
+
+    sql: str
+    params: list[Any]
+
+
+def _new_trajectories(con: duckdb.DuckDBPyConnection, files: list[str]) -> _Source:
+    """The shards' trajectories that are not stored yet, once each.
+
+    Usually each id is in one file, and every INSERT reads the files directly (Parquet
+    scans are cheaper than a copy). When files repeat an id (a shard written twice under
+    two names), the first copy of each is staged in a temporary table instead.
+    """
+    repeated = scalar(con, "SELECT count(*) - count(DISTINCT id) FROM read_parquet(?)", [files])
+    if not repeated:
+        return _Source(
+            "(SELECT * FROM read_parquet(?) WHERE id NOT IN (SELECT id FROM trajectories))",
+            [files],
+        )
+    con.execute(
+        "CREATE TEMP TABLE _incoming AS SELECT * EXCLUDE (task) "
+        "FROM read_parquet(?, filename = true) "
+        "WHERE id NOT IN (SELECT id FROM trajectories) "
+        "QUALIFY row_number() OVER (PARTITION BY id ORDER BY filename) = 1",
+        [files],
+    )
+    return _Source("_incoming", [])
+
+
+def _insert_tasks(con: duckdb.DuckDBPyConnection, files: list[str]) -> int:
+    """The task specs the shards embed, when the catalog does not have them yet."""
+    columns = ", ".join(TASK_SCHEMA.names)
+    return scalar(
+        con,
+        f"INSERT INTO tasks ({columns}) SELECT {columns} FROM ("
+        "SELECT unnest(task) FROM read_parquet(?) WHERE task IS NOT NULL"
+        ") WHERE id NOT IN (SELECT id FROM tasks) "
+        "QUALIFY row_number() OVER (PARTITION BY id) = 1",
+        [files],
+    )
+
+
+def _insert_trajectories(con: duckdb.DuckDBPyConnection, source: _Source) -> int:
+    columns = ", ".join(TRAJECTORY_COLUMNS)
+    return scalar(
+        con,
+        f"INSERT INTO trajectories ({columns}) SELECT {columns} FROM {source.sql}",
+        source.params,
+    )
+
+
+def _insert_steps(con: duckdb.DuckDBPyConnection, source: _Source) -> int:
+    return scalar(
+        con,
+        f"INSERT INTO steps (trajectory_id, {', '.join(STEP_COLUMNS)}) "
+        f"SELECT id, {', '.join('step.' + c for c in STEP_COLUMNS)} "
+        f"FROM (SELECT id, unnest(steps) AS step FROM {source.sql})",
+        source.params,
+    )
+
+
+def _insert_verdicts(con: duckdb.DuckDBPyConnection, source: _Source) -> int:
+    return scalar(
+        con,
+        "INSERT INTO verdicts (trajectory_id, passed, score, progress, checks) "
+        f"SELECT id, passed, score, progress, checks FROM {source.sql}",
+        source.params,
+    )
+
+
+def _record_shards(con: duckdb.DuckDBPyConnection, shards: Sequence[ShardInfo]) -> None:
+    at = now()
+    rows = [
+        {
+            "path": str(s.path),
+            "round_id": s.round_id,
+            "trajectories": s.trajectories,
+            "steps": s.steps,
+            "ingested_at": at,
+        }
+        for s in shards
+    ]
+    insert_rows(con, "shards", rows, SHARD_RECORD_SCHEMA)

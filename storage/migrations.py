@@ -1,0 +1,196 @@
+"""Catalog schema migrations: an ordered list, each applied in its own transaction.
+
+The ``meta`` table holds the schema version, which is the number of migrations applied.
+Append new migrations; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from storage.errors import CatalogError
+
+Migration = tuple[str, ...]
+
+_V1_RECORDS: Migration = (
+    "CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)",
+    """CREATE TABLE rounds (
+        id VARCHAR PRIMARY KEY,
+        config JSON NOT NULL,
+        status VARCHAR NOT NULL CHECK (status IN ('running', 'done')),
+        stage VARCHAR,
+        flow_run_id VARCHAR,
+        dataset_id VARCHAR,
+        counts JSON,
+        started_at TIMESTAMP NOT NULL,
+        finished_at TIMESTAMP
+    )""",
+    """CREATE TABLE tasks (
+        id VARCHAR PRIMARY KEY,
+        fingerprint VARCHAR NOT NULL,
+        template VARCHAR,
+        split VARCHAR NOT NULL,
+        difficulty VARCHAR NOT NULL,
+        capabilities VARCHAR[] NOT NULL,
+        domains VARCHAR[] NOT NULL,
+        source VARCHAR NOT NULL,
+        goal VARCHAR NOT NULL,
+        round_id VARCHAR,
+        spec JSON USING COMPRESSION zstd NOT NULL
+    )""",
+    """CREATE TABLE rejected_tasks (
+        id VARCHAR PRIMARY KEY,
+        round_id VARCHAR NOT NULL,
+        fingerprint VARCHAR,
+        template VARCHAR,
+        reason VARCHAR NOT NULL,
+        detail VARCHAR NOT NULL,
+        goal VARCHAR
+    )""",
+    """CREATE TABLE trajectories (
+        id VARCHAR PRIMARY KEY,
+        round_id VARCHAR,
+        task_id VARCHAR NOT NULL,
+        shard VARCHAR,
+        attempt INTEGER NOT NULL,
+        device VARCHAR,
+        policy VARCHAR NOT NULL,
+        policy_version VARCHAR NOT NULL,
+        model VARCHAR,
+        backend VARCHAR NOT NULL,
+        outcome VARCHAR NOT NULL,
+        termination VARCHAR NOT NULL,
+        failure_attribution VARCHAR,
+        recovered BOOLEAN NOT NULL,
+        injected_faults VARCHAR[] NOT NULL,
+        n_steps INTEGER NOT NULL,
+        tool_calls INTEGER NOT NULL,
+        input_tokens BIGINT NOT NULL,
+        output_tokens BIGINT NOT NULL,
+        latency_ms DOUBLE NOT NULL,
+        usd DOUBLE NOT NULL,
+        seed BIGINT NOT NULL,
+        metadata JSON USING COMPRESSION zstd NOT NULL,
+        cost JSON USING COMPRESSION zstd NOT NULL
+    )""",
+    """CREATE TABLE steps (
+        trajectory_id VARCHAR NOT NULL,
+        idx INTEGER NOT NULL,
+        action_kind VARCHAR,
+        target VARCHAR,
+        action JSON USING COMPRESSION zstd,
+        model_output VARCHAR NOT NULL,
+        observation VARCHAR,
+        feedback JSON USING COMPRESSION zstd NOT NULL,
+        error_kind VARCHAR,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        injected_fault VARCHAR,
+        artifacts VARCHAR[] NOT NULL,
+        PRIMARY KEY (trajectory_id, idx)
+    )""",
+    """CREATE TABLE verdicts (
+        trajectory_id VARCHAR PRIMARY KEY,
+        passed BOOLEAN NOT NULL,
+        score DOUBLE NOT NULL,
+        progress DOUBLE NOT NULL,
+        checks JSON USING COMPRESSION zstd NOT NULL
+    )""",
+    """CREATE TABLE curations (
+        trajectory_id VARCHAR PRIMARY KEY,
+        round_id VARCHAR NOT NULL,
+        task_id VARCHAR NOT NULL,
+        kept BOOLEAN NOT NULL,
+        drop_reason VARCHAR,
+        routing VARCHAR NOT NULL,
+        suggested VARCHAR NOT NULL,
+        quality DOUBLE NOT NULL,
+        supported BOOLEAN NOT NULL,
+        failure_attribution VARCHAR,
+        record JSON USING COMPRESSION zstd NOT NULL
+    )""",
+    """CREATE TABLE reviews (
+        id VARCHAR PRIMARY KEY,
+        trajectory_id VARCHAR NOT NULL,
+        round_id VARCHAR NOT NULL,
+        decision VARCHAR NOT NULL,
+        reviewer VARCHAR NOT NULL,
+        automatic BOOLEAN NOT NULL,
+        record JSON USING COMPRESSION zstd NOT NULL,
+        created_at TIMESTAMP NOT NULL
+    )""",
+    """CREATE TABLE dataset_versions (
+        id VARCHAR PRIMARY KEY,
+        round_id VARCHAR NOT NULL,
+        parent VARCHAR,
+        content_hash VARCHAR NOT NULL,
+        size INTEGER NOT NULL,
+        human_reviewed INTEGER NOT NULL,
+        record JSON USING COMPRESSION zstd NOT NULL,
+        created_at TIMESTAMP NOT NULL
+    )""",
+    """CREATE TABLE dataset_members (
+        dataset_id VARCHAR NOT NULL,
+        trajectory_id VARCHAR NOT NULL,
+        task_id VARCHAR NOT NULL,
+        weight DOUBLE NOT NULL,
+        position INTEGER NOT NULL,
+        PRIMARY KEY (dataset_id, trajectory_id)
+    )""",
+)
+"""Version 1: the records of a round. Large JSON columns use zstd: smaller files and
+cheaper checkpoints than DuckDB's default string compression."""
+
+_V2_SHARDS: Migration = (
+    """CREATE TABLE shards (
+        path VARCHAR PRIMARY KEY,
+        round_id VARCHAR,
+        trajectories INTEGER NOT NULL,
+        steps INTEGER NOT NULL,
+        ingested_at TIMESTAMP NOT NULL
+    )""",
+)
+"""Version 2: which Parquet shards were ingested, so that ingesting again is a no-op."""
+
+MIGRATIONS: tuple[Migration, ...] = (_V1_RECORDS, _V2_SHARDS)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The catalog's schema version: 0 for an empty database, None for a database that
+    holds tables but no ``meta`` table (not a catalog)."""
+    tables = {
+        name
+        for (name,) in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+        ).fetchall()
+    }
+    if "meta" not in tables:
+        return 0 if not tables else None
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+    return int(row[0][0]) if row else None
+
+
+def migrate(con: duckdb.DuckDBPyConnection, current: int, target: int = SCHEMA_VERSION) -> None:
+    """Apply migrations ``current + 1 .. target``, each with its version bump in one
+    transaction, so a failed upgrade stops at a whole version."""
+    for version in range(current + 1, target + 1):
+        con.begin()
+        try:
+            for statement in MIGRATIONS[version - 1]:
+                con.execute(statement)
+            con.execute(
+                "INSERT INTO meta VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [str(version)],
+            )
+        except duckdb.Error as exc:
+            con.rollback()
+            raise CatalogError(
+                f"upgrading the catalog to schema version {version} failed "
+                f"(it stays at version {version - 1}): {exc}"
+            ) from exc
+        except BaseException:
+            con.rollback()
+            raise
+        con.commit()

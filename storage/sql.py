@@ -1,0 +1,69 @@
+"""Small helpers over a DuckDB connection, shared by the catalog's modules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa  # type: ignore[import-untyped]
+
+RECENT = 5
+"""How many existing ids an unknown-id error lists."""
+
+
+def now() -> datetime:
+    """Naive UTC: the catalog's TIMESTAMP columns hold UTC."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def utc(value: datetime | None) -> datetime | None:
+    """A TIMESTAMP read back, marked as the UTC it is."""
+    return value.replace(tzinfo=UTC) if value is not None else None
+
+
+def dicts(con: duckdb.DuckDBPyConnection, query: str, params: Sequence[Any] = ()) -> list[Any]:
+    """Rows of a read-only ``query`` as dicts (``list[Any]`` so callers index them freely)."""
+    relation = con.sql(query, params=list(params))
+    if relation is None:
+        return []
+    rows: list[Any] = relation.to_arrow_table().to_pylist()
+    return rows
+
+
+def scalar(con: duckdb.DuckDBPyConnection, query: str, params: Sequence[Any] = ()) -> int:
+    """The one integer a statement returns: a count, or the rows an INSERT or UPDATE
+    touched (0 for none)."""
+    rows = con.execute(query, list(params)).fetchall()
+    return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+
+
+def insert_rows(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    rows: Sequence[Mapping[str, Any]],
+    schema: pa.Schema,
+    conflict: str = "DO NOTHING",
+) -> int:
+    """Insert ``rows`` (the columns of ``schema``) in one set-based statement through
+    Arrow; the number of rows added or changed."""
+    if not rows:
+        return 0
+    con.register("_batch", pa.Table.from_pylist(list(rows), schema=schema))
+    try:
+        columns = ", ".join(schema.names)
+        return scalar(
+            con,
+            f"INSERT INTO {table} ({columns}) SELECT {columns} FROM _batch ON CONFLICT {conflict}",
+        )
+    finally:
+        con.unregister("_batch")
+
+
+def recent_ids(con: duckdb.DuckDBPyConnection, table: str, column: str = "id") -> list[str]:
+    """The last ``RECENT`` ids written to ``table``, newest first."""
+    rows = con.execute(
+        f"SELECT {column} FROM {table} ORDER BY rowid DESC LIMIT {RECENT}"
+    ).fetchall()
+    return [str(row[0]) for row in rows]

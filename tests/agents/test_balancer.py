@@ -1,0 +1,197 @@
+"""The balancer graph on real episodes; the rationale LLM through the real ``openai``
+client against the scripted chat server."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from agents.balancer import (
+    DROPPED_NOT_APPROVED,
+    DROPPED_UNREVIEWED,
+    BalancerState,
+    balance,
+    build_balancer_graph,
+    run_balancer,
+)
+from agents.llm import OpenAIJsonLLM
+from agents.policies.openai_policy import make_client
+from agents.policies.scripted import FaultConfig, ScriptedPolicy
+from agents.runner import run_episode
+from contract import (
+    CurationRecord,
+    Outcome,
+    Review,
+    ReviewDecision,
+    Routing,
+    Split,
+    Trajectory,
+)
+from curation.balance import DROPPED_DEV, DROPPED_NOT_SUCCESS, default_target
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import sample_tasks
+from human_gate import AutoGate, GateItem
+from tests.fakes import Reply, ScriptedChatServer, error_reply, text_reply
+
+TARGET = default_target()
+
+
+@pytest.fixture(scope="module")
+def episodes(sandbox: MobileSandbox) -> list[Trajectory]:
+    """Train and dev tasks, successes and failures."""
+    policy = ScriptedPolicy(FaultConfig(rate=0.3))
+    tasks = sample_tasks(80, 21, sandbox) + sample_tasks(6, 4, sandbox, split=Split.DEV)
+    return [run_episode(t, sandbox, policy, round_id="r") for t in tasks]
+
+
+def approve_all(trajectories: list[Trajectory]) -> list[Review]:
+    """The auto gate's reviews when the curator suggested approving everything."""
+    items = [GateItem(t, record(t, ReviewDecision.APPROVE)) for t in trajectories]
+    return list(AutoGate().collect("r", items).reviews)
+
+
+def record(t: Trajectory, suggested: ReviewDecision) -> CurationRecord:
+    return CurationRecord(
+        trajectory_id=t.id,
+        task_id=t.task.id,
+        round_id="r",
+        kept=True,
+        supported=True,
+        quality=0.9,
+        routing=Routing.AUTO_APPROVE,
+        suggested=suggested,
+        reason="checked",
+    )
+
+
+def human(t: Trajectory, decision: ReviewDecision) -> Review:
+    return Review(
+        trajectory_id=t.id, round_id="r", decision=decision, reviewer="ann", automatic=False
+    )
+
+
+def trainable(t: Trajectory) -> bool:
+    return t.task.split is Split.TRAIN and t.metadata.outcome is Outcome.SUCCESS
+
+
+def test_dev_tasks_and_failures_never_enter_a_version_even_if_approved(
+    episodes: list[Trajectory],
+) -> None:
+    state = run_balancer("r", episodes, approve_all(episodes), TARGET)
+    version = state["version"]
+    assert version is not None
+    by_id = {t.id: t for t in episodes}
+    assert all(trainable(by_id[m.trajectory_id]) for m in version.members)
+    assert len(version.members) == sum(map(trainable, episodes))
+    dropped = state["dropped"]
+    assert dropped[DROPPED_DEV] == sum(t.task.split is Split.DEV for t in episodes) >= 6
+    assert dropped[DROPPED_NOT_SUCCESS] > 0
+    assert version.round_id == "r"
+    assert version.parent is None
+    policy = episodes[0].metadata.policy
+    assert version.policies == (f"{policy.name}@{policy.version}",)
+    assert version.human_reviewed == 0
+    assert version.achieved == state["result"].achieved
+
+
+def test_only_final_approvals_and_corrections_are_candidates(
+    episodes: list[Trajectory],
+) -> None:
+    good = [t for t in episodes if trainable(t)]
+    corrected, rejected, quarantined, unreviewed = good[0], good[1], good[2], good[3]
+    reviews = approve_all([t for t in good if t is not unreviewed])
+    reviews += [
+        human(corrected, ReviewDecision.CORRECT),
+        human(rejected, ReviewDecision.REJECT),
+        human(quarantined, ReviewDecision.QUARANTINE),
+    ]
+    state = run_balancer("r", good, reviews, TARGET, parent="ds-parent")
+    version = state["version"]
+    assert version is not None
+    members = {m.trajectory_id for m in version.members}
+    assert corrected.id in members
+    assert not members & {rejected.id, quarantined.id, unreviewed.id}
+    assert state["dropped"][DROPPED_NOT_APPROVED] == 2
+    assert state["dropped"][DROPPED_UNREVIEWED] == 1
+    assert version.human_reviewed == state["human_reviewed"] == 1
+    assert version.parent == "ds-parent"
+
+
+def test_the_same_input_gives_the_same_version(episodes: list[Trajectory]) -> None:
+    reviews = approve_all(episodes)
+    shuffled, reordered = list(episodes), list(reviews)
+    random.Random(1).shuffle(shuffled)
+    random.Random(2).shuffle(reordered)
+    first = balance("r", episodes, reviews, TARGET)
+    second = balance("r", shuffled, reordered, TARGET)
+    assert first is not None
+    assert first == second
+    counted = balance("r", episodes, reviews, TARGET, human_reviewed=7)
+    assert counted is not None
+    assert counted.human_reviewed == 7
+    assert counted.id != first.id
+
+
+def test_no_candidates_freeze_no_version(episodes: list[Trajectory]) -> None:
+    rejected = [human(t, ReviewDecision.REJECT) for t in episodes]
+    state = run_balancer("r", episodes, approve_all(episodes) + rejected, TARGET)
+    assert state["version"] is None
+    assert state["dropped"][DROPPED_NOT_APPROVED] == len(episodes)
+    assert state["report"] == []
+    assert balance("r", [], [], TARGET) is None
+
+
+def test_the_report_lays_achieved_against_target(episodes: list[Trajectory]) -> None:
+    state = run_balancer("r", episodes, approve_all(episodes), TARGET)
+    rows = state["report"]
+    assert {(r.dimension, r.value) for r in rows} >= {
+        ("capability", "memory"),
+        ("outcome", "recovery"),
+    }
+    for row in rows:
+        assert row.achieved == state["result"].achieved[row.dimension][row.value]
+    assert state["rationale"] is None
+    assert state["errors"] == []
+
+
+def test_the_graph_runs_select_weigh_report_propose(episodes: list[Trajectory]) -> None:
+    graph = build_balancer_graph(TARGET)
+    order = [
+        next(iter(update))
+        for update in graph.stream(
+            {"round_id": "r", "parent": None, "trajectories": episodes, "reviews": []}
+        )
+    ]
+    assert order == ["select", "weigh", "report", "propose"]
+
+
+def rationale_state(episodes: list[Trajectory], server: ScriptedChatServer) -> BalancerState:
+    llm = OpenAIJsonLLM(make_client(server.base_url, None, 5.0), "scripted-model")
+    return run_balancer("r", episodes, approve_all(episodes), TARGET, llm=llm)
+
+
+def test_the_llm_writes_the_rationale(episodes: list[Trajectory]) -> None:
+    answer = json.dumps({"rationale": "Tool use is down-weighted to meet the even target."})
+    with ScriptedChatServer([text_reply(answer)]) as server:
+        state = rationale_state(episodes, server)
+        (request,) = server.requests
+    assert state["rationale"] == "Tool use is down-weighted to meet the even target."
+    assert state["errors"] == []
+    asked = json.loads(request["messages"][1]["content"])
+    assert {"rows", "shortfalls", "dropped", "members", "converged"} <= set(asked)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [text_reply("The mix looks fine."), text_reply('{"verdict": "fine"}'), error_reply(400)],
+    ids=["not-json", "no-rationale", "endpoint-error"],
+)
+def test_a_bad_llm_answer_is_an_error_not_a_crash(episodes: list[Trajectory], reply: Reply) -> None:
+    with ScriptedChatServer([reply]) as server:
+        state = rationale_state(episodes, server)
+    assert state["rationale"] is None
+    (error,) = state["errors"]
+    assert error.startswith("rationale: ")
+    assert state["version"] is not None

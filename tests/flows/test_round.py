@@ -1,0 +1,133 @@
+"""``flywheel_round`` end to end against the real Prefect server, and its resumability."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storage import Catalog
+
+FLYWHEEL = str(Path(sys.executable).parent / "flywheel")
+COUNT_KEYS = {
+    "constructed",
+    "rejected_tasks",
+    "collected",
+    "curated",
+    "approved",
+    "rejected",
+    "in_dataset",
+}
+
+
+def _env(home: Path, api: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLYWHEEL_")}
+    return env | {"FLYWHEEL_HOME": str(home), "PREFECT_API_URL": api} | extra
+
+
+def _round(home: Path, api: str, *args: str, **extra: str) -> dict[str, Any]:
+    result = subprocess.run(
+        [FLYWHEEL, "round", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(home, api, **extra),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out: dict[str, Any] = json.loads(result.stdout)
+    return out
+
+
+def _catalog_rows(home: Path) -> dict[str, int]:
+    with Catalog.open(home / "catalog.duckdb", read_only=True) as catalog:
+        return catalog.stats()
+
+
+@pytest.mark.slow
+def test_a_round_freezes_a_dataset_and_shows_on_the_server(
+    prefect_api_url: str, tmp_path: Path
+) -> None:
+    out = _round(tmp_path, prefect_api_url, "--tasks", "36", "--seed", "3")
+    counts = out["counts"]
+    assert set(counts) >= COUNT_KEYS
+    assert counts["constructed"] == 36
+    assert counts["collected"] >= 36
+    assert counts["in_dataset"] <= counts["approved"] <= counts["curated"] <= counts["collected"]
+    assert counts["approved"] + counts["rejected"] == counts["curated"]
+    assert out["dataset_version"].startswith("ds-")
+
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(out["flow_run_id"])
+        assert run.state is not None and run.state.is_completed()
+        artifacts = client.read_artifacts()
+    keys = {a.key for a in artifacts if str(a.flow_run_id) == out["flow_run_id"]}
+    assert {"round-stage-counts", "round-capabilities", "round-summary"} <= keys
+
+    shown = subprocess.run(
+        [FLYWHEEL, "datasets", "show", out["dataset_version"], "--json"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path, prefect_api_url),
+        check=True,
+    )
+    dataset = json.loads(shown.stdout)
+    assert dataset["size"] == counts["in_dataset"]
+    assert dataset["round_id"] == out["round_id"] and dataset["human_reviewed"] == 0
+    assert sum(dataset["counts"]["difficulty"].values()) == dataset["size"]
+
+    before = _catalog_rows(tmp_path)
+    again = _round(tmp_path, prefect_api_url, "--tasks", "36", "--seed", "3")
+    assert again["round_id"] == out["round_id"]
+    assert again["dataset_version"] == out["dataset_version"]
+    assert again["counts"] == counts
+    assert _catalog_rows(tmp_path) == before
+
+
+@pytest.mark.slow
+def test_a_round_killed_during_collection_resumes_to_the_same_result(
+    prefect_api_url: str, tmp_path: Path
+) -> None:
+    settings = {"FLYWHEEL_ROUND__SHARD_SIZE": "4", "FLYWHEEL_ROUND__COLLECT_WORKERS": "1"}
+    args = ("--tasks", "160", "--seed", "11", "--backend-fault-rate", "0.05")
+    crashed, clean = tmp_path / "crashed", tmp_path / "clean"
+
+    proc = subprocess.Popen(
+        [FLYWHEEL, "round", *args, "--json"],
+        env=_env(crashed, prefect_api_url, **settings),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    shards: list[Path] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        shards = list(crashed.glob("rounds/*/shards/*.parquet"))
+        if len(shards) >= 3:
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the round ended before it could be killed during collection"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    total = 160 // 4
+    assert 3 <= len(list(crashed.glob("rounds/*/shards/*.parquet"))) < total
+
+    resumed = _round(crashed, prefect_api_url, *args, **settings)
+    reference = _round(clean, prefect_api_url, *args, **settings)
+    assert resumed["round_id"] == reference["round_id"]
+    assert resumed["counts"] == reference["counts"]
+    assert resumed["dataset_version"] == reference["dataset_version"]
+    assert _catalog_rows(crashed) == _catalog_rows(clean)
+    with Catalog.open(crashed / "catalog.duckdb", read_only=True) as catalog:
+        trajectories = catalog.trajectories_of_round(resumed["round_id"])
+    keys = [(t.task.id, t.metadata.attempt) for t in trajectories]
+    assert len(keys) == len(set(keys)) == resumed["counts"]["collected"]

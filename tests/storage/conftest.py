@@ -1,0 +1,47 @@
+"""Storage fixtures: a round of real scripted trajectories, their shards, a fresh catalog."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agents.policies.scripted import FaultConfig, ScriptedPolicy
+from agents.runner import run_episode
+from contract import Trajectory
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import sample_tasks
+from storage import Catalog
+from tests.storage.builders import ROUND, with_screens, write_shards
+
+
+@pytest.fixture(scope="session")
+def round_trajectories(sandbox: MobileSandbox) -> list[Trajectory]:
+    """One round: 48 tasks with faults and recoveries, 6 of them run a second time, and
+    one episode with screens, artifacts and tokens."""
+    policy = ScriptedPolicy(FaultConfig(rate=0.6, recovery_rate=0.6))
+    tasks = sample_tasks(48, 7, sandbox)
+    trajectories = [run_episode(t, sandbox, policy, round_id=ROUND) for t in tasks]
+    trajectories += [run_episode(t, sandbox, policy, round_id=ROUND, attempt=1) for t in tasks[:6]]
+    trajectories.append(with_screens(trajectories[0]))
+    return trajectories
+
+
+@pytest.fixture
+def shard_folder(tmp_path: Path, round_trajectories: list[Trajectory]) -> Path:
+    folder = tmp_path / "shards"
+    write_shards(round_trajectories, folder)
+    return folder
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Iterator[Catalog]:
+    with Catalog.open(tmp_path / "state" / "catalog.duckdb") as opened:
+        yield opened
+
+
+@pytest.fixture
+def ingested(catalog: Catalog, shard_folder: Path) -> Catalog:
+    catalog.ingest_shards([shard_folder])
+    return catalog
