@@ -26,9 +26,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-## bench: throughput figures of the sandbox
+## bench: throughput figures: sandbox, catalog ingest, a round against plain Python
 bench: $(STAMP)
 	$(BIN)/flywheel bench sandbox
+	$(BIN)/flywheel bench ingest
+	$(BIN)/flywheel bench round
 
 ## lock: re-resolve pyproject.toml and rewrite requirements.lock
 lock:

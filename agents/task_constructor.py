@@ -32,7 +32,7 @@ from contract import (
     TaskSource,
     TaskSpec,
 )
-from curation.dedup import NearDuplicateIndex
+from curation.dedup import NearDuplicateIndex, Signature, word_shingles
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.base import TaskTemplate
 from envs.sandbox.templates.catalog import instantiate, replay_reference
@@ -87,6 +87,8 @@ class ConstructorState(TypedDict, total=False):
     """Consecutive passes in which a cell accepted nothing."""
     have_before: dict[Cell, int]
     proposed: dict[Cell, int]
+    goal_index: NearDuplicateIndex
+    """MinHash index of ``what_it_asks`` of known and accepted tasks, kept across passes."""
     exhausted: frozenset[Cell]
     """Cells whose templates yield no new tasks: their quota moved elsewhere."""
     proposals: list[Proposal]
@@ -231,52 +233,80 @@ def _literals(goal: str) -> list[str]:
 
 def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
     def validate(state: ConstructorState) -> ConstructorState:
-        """Accept proposals that pass every check, in order; reject the rest with a reason."""
+        """Accept proposals that pass every check, in order; reject the rest with a reason.
+
+        Cheap checks (built, not a development task, not a known fingerprint, a
+        well-formed goal) run first; the survivors are MinHash-signed in one vectorized
+        batch, then checked for near-duplicates and replayed one by one.
+        """
         accepted = list(state.get("accepted", []))
         rejected = list(state.get("rejected", []))
-        seen = set(state.get("known_fingerprints", frozenset())) | {t.fingerprint for t in accepted}
+        index = state.get("goal_index") or _goal_index(state, accepted, threshold)
+        known = state.get("known_fingerprints", frozenset())
         dev = state.get("dev_fingerprints", frozenset())
-        goals = NearDuplicateIndex(threshold=threshold)
-        for i, text in enumerate(state.get("known_goals", [])):
-            goals.add(f"known-{i}", text)
-        for earlier in accepted:
-            goals.add(earlier.id, what_it_asks(earlier))
-        missing = shortfall(state["plan"], accepted)
+        survivors: list[tuple[Proposal, TaskSpec]] = []
         for proposal in state.get("proposals", []):
+            reason, detail = _cheap_check(proposal, known, dev)
+            if reason is not None or proposal.task is None:
+                rejected.append(_rejection(state["round_id"], proposal, reason, detail))
+            else:
+                survivors.append((proposal, proposal.task))
+        signatures = index.hasher.signatures([word_shingles(what_it_asks(t)) for _, t in survivors])
+        missing = shortfall(state["plan"], accepted)
+        seen = {t.fingerprint for t in accepted}
+        for (proposal, task), signature in zip(survivors, signatures, strict=True):
             if missing.get(proposal.cell, 0) <= 0:
                 continue  # the cell filled up within this pass: not a rejection
-            reason, detail = _check(proposal, seen, dev, goals, sandbox)
-            task = proposal.task
-            if reason is not None or task is None:
+            reason, detail = _costly_check(task, seen, index, signature, sandbox)
+            if reason is not None:
                 rejected.append(_rejection(state["round_id"], proposal, reason, detail))
                 continue
             missing[proposal.cell] -= 1
             accepted.append(task)
             seen.add(task.fingerprint)
-            goals.add(task.id, what_it_asks(task))
-        return {"accepted": accepted, "rejected": rejected, "proposals": []}
+            index.add_signature(task.id, signature)
+        return {"accepted": accepted, "rejected": rejected, "proposals": [], "goal_index": index}
 
     return validate
 
 
-def _check(
-    proposal: Proposal,
-    seen: set[str],
-    dev: frozenset[str],
-    goals: NearDuplicateIndex,
-    sandbox: MobileSandbox,
+def _goal_index(
+    state: ConstructorState, accepted: Sequence[TaskSpec], threshold: float
+) -> NearDuplicateIndex:
+    index = NearDuplicateIndex(threshold=threshold)
+    index.add_many(
+        [(f"known-{i}", text) for i, text in enumerate(state.get("known_goals", []))]
+        + [(t.id, what_it_asks(t)) for t in accepted]
+    )
+    return index
+
+
+def _cheap_check(
+    proposal: Proposal, known: frozenset[str], dev: frozenset[str]
 ) -> tuple[RejectionReason | None, str]:
     task = proposal.task
     if task is None:
         return RejectionReason.INVALID, proposal.problem or "no task was built"
     if task.split is Split.DEV or task.fingerprint in dev:
         return RejectionReason.DEVELOPMENT_TASK, "its fingerprint is held out for development"
-    if task.fingerprint in seen:
+    if task.fingerprint in known:
         return RejectionReason.DUPLICATE, "a task with this fingerprint already exists"
     problem = goal_problem(task.goal)
     if problem is not None:
         return RejectionReason.MALFORMED_GOAL, problem
-    twin = goals.query(what_it_asks(task))
+    return None, ""
+
+
+def _costly_check(
+    task: TaskSpec,
+    seen: set[str],
+    index: NearDuplicateIndex,
+    signature: Signature,
+    sandbox: MobileSandbox,
+) -> tuple[RejectionReason | None, str]:
+    if task.fingerprint in seen:
+        return RejectionReason.DUPLICATE, "a task with this fingerprint was just accepted"
+    twin = index.query_signature(signature)
     if twin is not None:
         return RejectionReason.NEAR_DUPLICATE, f"it nearly repeats {twin} (goal and checks)"
     verdict = replay_reference(task, sandbox)

@@ -214,6 +214,28 @@ def bench_sandbox(
     typer.echo(run_benchmark(episodes=episodes, seed=seed))
 
 
+@bench_app.command("round")
+def bench_round(
+    tasks: Annotated[int, typer.Option(min=12, help="tasks in the round")] = 2000,
+    seed: SeedOpt = 0,
+) -> None:
+    """A round through Prefect and LangGraph against the same work in plain Python."""
+    from bench.round import run_round_benchmark
+
+    typer.echo(run_round_benchmark(tasks=tasks, seed=seed))
+
+
+@bench_app.command("ingest")
+def bench_ingest(
+    trajectories: Annotated[int, typer.Option(min=10, help="trajectories to ingest")] = 3000,
+    seed: SeedOpt = 0,
+) -> None:
+    """Steps per second from Parquet shards into the DuckDB catalog."""
+    from bench.ingest import run_ingest_benchmark
+
+    typer.echo(run_ingest_benchmark(trajectories=trajectories, seed=seed))
+
+
 def _read_json(path: Path) -> Any:
     import orjson
 

@@ -17,28 +17,24 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.utilities.annotations import quote
 from pydantic import BaseModel, Field
 
 from contract import (
+    CurationRecord,
+    FlywheelError,
     GenerationPlan,
     InvalidInputError,
     MixTarget,
+    Review,
     TaskSpec,
+    Trajectory,
     content_hash,
     default_plan,
 )
-from flows.round_stages import (
-    STAGES,
-    RoundSummary,
-    balance_and_freeze,
-    collect_one_shard,
-    construct,
-    curate,
-    gate,
-    ingest,
-    summarize,
-)
-from flows.settings import FlywheelSettings, GateName, PolicyName, load_settings
+from flows import round_stages as stages
+from flows.round_stages import STAGES, RoundSummary
+from flows.settings import FlywheelSettings, GateName, PolicyName, agent_llm, load_settings
 from storage import Catalog
 
 Share = Annotated[float, Field(ge=0, le=1)]
@@ -103,11 +99,26 @@ def plan_task(config: RoundConfig) -> GenerationPlan:
 
 
 @task(name="construct", cache_policy=NO_CACHE, retries=1)
-def construct_task(home: Path, round_id: str, config: RoundConfig, passes: int) -> int:
-    return construct(home, round_id, config.plan, config.seed, max_passes=passes)
+def construct_task(
+    home: Path, round_id: str, config: RoundConfig, settings: FlywheelSettings
+) -> list[TaskSpec]:
+    return stages.construct(
+        home,
+        round_id,
+        config.plan,
+        config.seed,
+        max_passes=settings.round.max_construct_passes,
+        llm=agent_llm(settings, "task_constructor"),
+    )
 
 
-@task(name="collect-shard", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[1, 5])
+@task(
+    name="collect-shard",
+    cache_policy=NO_CACHE,
+    retries=2,
+    retry_delay_seconds=[1, 5],
+    tags=["flywheel-collect"],
+)
 def collect_shard_task(
     home: Path,
     round_id: str,
@@ -115,28 +126,48 @@ def collect_shard_task(
     tasks: Sequence[TaskSpec],
     config: RoundConfig,
     settings: FlywheelSettings,
-) -> str:
-    return str(collect_one_shard(home, round_id, shard, tasks, config, settings))
+) -> list[Trajectory]:
+    return stages.collect_one_shard(home, round_id, shard, tasks, config, settings)
 
 
 @task(name="ingest", cache_policy=NO_CACHE, retries=1)
-def ingest_task(home: Path, round_id: str, shards: Sequence[str]) -> int:
-    return ingest(home, round_id, [Path(s) for s in shards])
+def ingest_task(home: Path, round_id: str) -> int:
+    return stages.ingest(home, round_id)
 
 
 @task(name="curate", cache_policy=NO_CACHE, retries=1)
-def curate_task(home: Path, round_id: str, settings: FlywheelSettings) -> int:
-    return curate(home, round_id, settings.curation)
+def curate_task(
+    home: Path,
+    round_id: str,
+    trajectories: Sequence[Trajectory],
+    settings: FlywheelSettings,
+) -> list[CurationRecord]:
+    llm = agent_llm(settings, "curator")
+    return stages.curate(home, round_id, trajectories, settings.curation, llm)
 
 
 @task(name="gate", cache_policy=NO_CACHE, retries=1)
-def gate_task(home: Path, round_id: str, gate_name: str) -> int:
-    return gate(home, round_id, gate_name)
+def gate_task(
+    home: Path,
+    round_id: str,
+    trajectories: Sequence[Trajectory],
+    curations: Sequence[CurationRecord],
+    gate_name: str,
+) -> list[Review]:
+    return stages.gate(home, round_id, trajectories, curations, gate_name)
 
 
 @task(name="balance-and-freeze", cache_policy=NO_CACHE, retries=1)
-def balance_task(home: Path, round_id: str, target: MixTarget) -> str | None:
-    return balance_and_freeze(home, round_id, target)
+def balance_task(
+    home: Path,
+    round_id: str,
+    trajectories: Sequence[Trajectory],
+    reviews: Sequence[Review],
+    settings: FlywheelSettings,
+    target: MixTarget,
+) -> str | None:
+    llm = agent_llm(settings, "balancer")
+    return stages.balance_and_freeze(home, round_id, trajectories, reviews, target, llm)
 
 
 @flow(name="flywheel_round", log_prints=True, persist_result=False)
@@ -166,57 +197,102 @@ def flywheel_round(
 
 
 def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) -> RoundSummary:
-    """The body of ``flywheel_round`` (inside a flow run)."""
+    """The body of ``flywheel_round`` (inside a flow run).
+
+    Large values travel between tasks wrapped in ``quote``: Prefect then does not walk
+    thousands of records looking for futures. A stage finished by an earlier run is
+    skipped and what it made is read back from the catalog.
+    """
     log = get_run_logger()
     home = settings.home
+    run_id = str(flow_run.get_id() or "") or None
     with Catalog.open(settings.catalog_path) as catalog:
         info = catalog.begin_round(round_id, config.model_dump(mode="json"))
-        stored = RoundConfig.model_validate(info.config)
-        if stored != config:
+        if RoundConfig.model_validate(info.config) != config:
             raise InvalidInputError(
                 "round_id",
-                f"{round_id} was started with another configuration; rerun it "
-                "with the same arguments or choose a new round id",
+                f"{round_id} was started with another configuration; rerun it with the "
+                "same arguments or choose a new round id",
             )
-        catalog.set_flow_run(round_id, str(flow_run.get_id() or ""))
-        finished = set(_finished_stages(info.stage))
-    log.info("round %s: stages already done: %s", round_id, sorted(finished) or "none")
+        if run_id:
+            catalog.set_flow_run(round_id, run_id)
+    done = set(_finished_stages(info.stage))
+    log.info("round %s: stages already done: %s", round_id, ", ".join(sorted(done)) or "none")
+    stored = StoredRound(settings.catalog_path, round_id)
 
     plan = plan_task(config)
-    if "construct" not in finished:
-        made = construct_task(home, round_id, config, settings.round.max_construct_passes)
-        log.info("constructed %d tasks for a plan of %d", made, plan.total)
+    if "construct" in done:
+        tasks = stored.tasks()
+    else:
+        tasks = construct_task(home, round_id, config, settings)
         _mark(settings, round_id, "construct")
+    log.info("%d tasks for a plan of %d", len(tasks), plan.total)
 
-    if "collect" not in finished:
-        shards = _collect(settings, round_id, config)
-        ingest_task(home, round_id, shards)
+    if "collect" in done:
+        trajectories = stored.trajectories()
+    else:
+        trajectories = _collect(settings, round_id, config, tasks)
+        stored_count = ingest_task(home, round_id)
+        if stored_count != len({t.id for t in trajectories}):
+            raise FlywheelError(
+                f"{round_id}: the catalog holds {stored_count} trajectories of the round, "
+                f"its shards {len(trajectories)}"
+            )
         _mark(settings, round_id, "collect")
-    if "curate" not in finished:
-        curate_task(home, round_id, settings)
+    if "curate" in done:
+        curations = stored.curations()
+    else:
+        curations = curate_task(home, round_id, quote(trajectories), settings)
         _mark(settings, round_id, "curate")
-    if "gate" not in finished:
-        gate_task(home, round_id, config.gate)
+    if "gate" in done:
+        reviews = stored.reviews()
+    else:
+        reviews = gate_task(home, round_id, quote(trajectories), quote(curations), config.gate)
         _mark(settings, round_id, "gate")
-    if "balance" not in finished:
-        balance_task(home, round_id, config.target)
+    if "balance" not in done:
+        balance_task(home, round_id, quote(trajectories), quote(reviews), settings, config.target)
         _mark(settings, round_id, "balance")
 
-    summary = summarize(home, round_id, str(flow_run.get_id() or "") or None)
+    summary = stages.summarize(home, round_id, run_id, tasks, trajectories, curations, reviews)
     publish_summary(summary)
     log.info("round %s done: dataset %s", round_id, summary.dataset_version)
     return summary
 
 
-def _collect(settings: FlywheelSettings, round_id: str, config: RoundConfig) -> list[str]:
+class StoredRound:
+    """What finished stages of a round left in the catalog, read when a rerun needs it."""
+
+    def __init__(self, path: Path, round_id: str) -> None:
+        self._path = path
+        self._round = round_id
+
+    def tasks(self) -> list[TaskSpec]:
+        with Catalog.open(self._path, read_only=True) as catalog:
+            return catalog.tasks_of_round(self._round)
+
+    def trajectories(self) -> list[Trajectory]:
+        with Catalog.open(self._path, read_only=True) as catalog:
+            return catalog.trajectories_of_round(self._round)
+
+    def curations(self) -> list[CurationRecord]:
+        with Catalog.open(self._path, read_only=True) as catalog:
+            return catalog.curations_of_round(self._round)
+
+    def reviews(self) -> list[Review]:
+        with Catalog.open(self._path, read_only=True) as catalog:
+            return catalog.reviews_of_round(self._round)
+
+
+def _collect(
+    settings: FlywheelSettings, round_id: str, config: RoundConfig, tasks: Sequence[TaskSpec]
+) -> list[Trajectory]:
+    """One Prefect task per shard, at most ``collect_workers`` at once."""
     log = get_run_logger()
-    with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-        tasks = catalog.tasks_of_round(round_id)
-    shards = [tasks[i : i + config.shard_size] for i in range(0, len(tasks), config.shard_size)]
+    shards = stages.shards_of(tasks, config.shard_size)
     runner: ThreadPoolTaskRunner[Any] = ThreadPoolTaskRunner(
         max_workers=settings.round.collect_workers
     )
-    paths: list[str] = []
+    trajectories: list[Trajectory] = []
     with runner:
         futures = [
             runner.submit(
@@ -225,7 +301,7 @@ def _collect(settings: FlywheelSettings, round_id: str, config: RoundConfig) -> 
                     "home": settings.home,
                     "round_id": round_id,
                     "shard": f"shard-{i:05d}",
-                    "tasks": shard,
+                    "tasks": quote(shard),
                     "config": config,
                     "settings": settings,
                 },
@@ -233,9 +309,9 @@ def _collect(settings: FlywheelSettings, round_id: str, config: RoundConfig) -> 
             for i, shard in enumerate(shards)
         ]
         for done, future in enumerate(futures, start=1):
-            paths.append(future.result())
+            trajectories += future.result()
             log.info("collected shard %d/%d", done, len(futures))
-    return paths
+    return sorted(trajectories, key=lambda t: t.id)
 
 
 def _finished_stages(stage: str | None) -> list[str]:

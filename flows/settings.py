@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
@@ -20,6 +20,9 @@ from pydantic_settings import (
 )
 
 from contract import Capability, Difficulty, FlywheelError, InvalidInputError, MixTarget
+
+if TYPE_CHECKING:
+    from agents.llm import JsonLLM
 
 CONFIG_ENV = "FLYWHEEL_CONFIG"
 DEFAULT_CONFIG = Path("flywheel.toml")
@@ -57,7 +60,7 @@ class RoundSettings(BaseModel):
     seed: int = Field(default=0, ge=0, description="seed of task construction")
     policy: PolicyName = Field(default="scripted", description="policy that collects")
     gate: GateName = Field(default="auto", description="human gate implementation")
-    shard_size: int = Field(default=100, ge=1, description="tasks per collection shard")
+    shard_size: int = Field(default=200, ge=1, description="tasks per collection shard")
     collect_workers: int = Field(
         default=2, ge=1, le=64, description="collection shards that run at once"
     )
@@ -130,6 +133,22 @@ class BalanceSettings(BaseModel):
         )
 
 
+AgentRole = Literal["task_constructor", "curator", "balancer"]
+
+
+class AgentLLMSettings(BaseModel):
+    """An optional LLM for the agents: goal rewording, the curator's judge, the
+    balancer's rationale. Without an endpoint every agent runs its deterministic nodes."""
+
+    endpoint: ModelEndpoint | None = Field(
+        default=None, description="OpenAI-compatible endpoint; unset: no LLM"
+    )
+    roles: tuple[AgentRole, ...] = Field(
+        default=("task_constructor", "curator", "balancer"),
+        description="agents that use the endpoint when it is set",
+    )
+
+
 class PrefectSettings(BaseModel):
     port: int = Field(default=4200, ge=1024, le=65535, description="local Prefect server port")
 
@@ -146,6 +165,7 @@ class FlywheelSettings(BaseSettings):
     curation: CurationSettings = Field(default_factory=CurationSettings)
     balance: BalanceSettings = Field(default_factory=BalanceSettings)
     prefect: PrefectSettings = Field(default_factory=PrefectSettings)
+    agent_llm: AgentLLMSettings = Field(default_factory=AgentLLMSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -167,6 +187,19 @@ class FlywheelSettings(BaseSettings):
 def catalog_path(home: Path) -> Path:
     """The DuckDB catalog inside a state folder."""
     return home / "catalog.duckdb"
+
+
+def agent_llm(settings: FlywheelSettings, role: AgentRole) -> JsonLLM | None:
+    """The LLM an agent uses, or None when none is configured for it."""
+    endpoint = settings.agent_llm.endpoint
+    if endpoint is None or role not in settings.agent_llm.roles:
+        return None
+    from agents.llm import OpenAIJsonLLM
+    from agents.policies.openai_policy import make_client
+
+    key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
+    client = make_client(endpoint.base_url, key, endpoint.timeout_s)
+    return OpenAIJsonLLM(client, endpoint.model, endpoint.temperature)
 
 
 def config_path() -> Path | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -63,6 +64,10 @@ TABLES = (
     "shards",
 )
 
+_DIRECT_CHECKPOINT = "1MB"
+DEFAULT_LOCK_WAIT_S = 5.0
+"""How long an operation waits for a catalog that another process is using."""
+
 
 @dataclass(frozen=True)
 class RoundInfo:
@@ -95,27 +100,30 @@ class DatasetSummary:
 class Catalog:
     """The catalog in one DuckDB file. Build it with ``Catalog.open``."""
 
-    def __init__(self, path: Path, *, read_only: bool) -> None:
+    def __init__(self, path: Path, *, read_only: bool, lock_wait_s: float) -> None:
         self.path = path
         self.read_only = read_only
+        self.lock_wait_s = lock_wait_s
         self._closed = False
 
     # -- opening ------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path, *, read_only: bool = False) -> Catalog:
+    def open(
+        cls, path: Path, *, read_only: bool = False, lock_wait_s: float = DEFAULT_LOCK_WAIT_S
+    ) -> Catalog:
         """Open the catalog at ``path``, creating and upgrading it unless ``read_only``.
 
         Raises CatalogError for a missing file (read-only), an unwritable folder, a file
-        that is not a catalog, a schema newer than this code, or a file locked by another
-        process.
+        that is not a catalog, a schema newer than this code, or a file that another
+        process holds for longer than ``lock_wait_s`` (it holds it for one operation).
         """
         path = Path(path)
         if read_only and not path.exists():
             raise CatalogError(f"no catalog at {path}: run a round first")
         if not read_only:
             _ensure_writable_folder(path.parent)
-        catalog = cls(path, read_only=read_only)
+        catalog = cls(path, read_only=read_only, lock_wait_s=lock_wait_s)
         catalog._upgrade()
         return catalog
 
@@ -160,7 +168,7 @@ class Catalog:
     def _connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
         if self._closed:
             raise CatalogError(f"catalog {self.path} is closed")
-        con = _connect_file(self.path, self.read_only)
+        con = _connect_file(self.path, self.read_only, self.lock_wait_s)
         try:
             yield con
         finally:
@@ -172,6 +180,9 @@ class Catalog:
         if self.read_only:
             raise CatalogError(f"catalog {self.path} was opened read-only")
         with self._connect() as con:
+            # A commit larger than this checkpoints into the file instead of writing the
+            # WAL first: one write of the data, not two (the close would checkpoint anyway).
+            con.execute(f"SET checkpoint_threshold = '{_DIRECT_CHECKPOINT}'")
             con.begin()
             try:
                 yield con
@@ -423,25 +434,46 @@ class Catalog:
             return {table: scalar(con, f"SELECT count(*) FROM {table}") for table in TABLES}
 
 
-def _connect_file(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """Open the DuckDB file, turning DuckDB's errors into messages for a person."""
-    try:
-        return duckdb.connect(str(path), read_only=read_only)
-    except duckdb.Error as exc:
-        text = str(exc)
-        if "Could not set lock" in text:
-            holder = re.search(r"PID (\d+)", text)
-            who = f" (PID {holder.group(1)})" if holder else ""
-            raise CatalogError(
-                f"catalog {path} is in use by another process{who}: "
-                "wait for it to finish, then retry"
-            ) from exc
-        if "not a valid DuckDB database" in text:
-            raise CatalogError(
-                f"{path} is not a DuckDB catalog (corrupt, or another kind of file): "
-                "move it away or choose another state folder"
-            ) from exc
-        raise CatalogError(f"cannot open catalog {path}: {text}") from exc
+_BUSY = ("Could not set lock", "different configuration than existing connections")
+
+
+def _connect_file(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
+    """Open the DuckDB file, waiting up to ``wait_s`` while another process (or another
+    mode in this one) holds it; DuckDB's errors become messages for a person."""
+    deadline = time.monotonic() + wait_s
+    pause = 0.02
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            busy = any(mark in str(exc) for mark in _BUSY)
+            if busy and time.monotonic() < deadline:
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
+                continue
+            raise _open_error(path, exc, wait_s) from exc
+
+
+def _open_error(path: Path, exc: duckdb.Error, wait_s: float) -> CatalogError:
+    text = str(exc)
+    if "Could not set lock" in text:
+        holder = re.search(r"PID (\d+)", text)
+        who = f" (PID {holder.group(1)})" if holder else ""
+        return CatalogError(
+            f"catalog {path} is in use by another process{who}, still after {wait_s:g} s: "
+            "wait for it to finish, then retry"
+        )
+    if _BUSY[1] in text:
+        return CatalogError(
+            f"catalog {path} is open in this process both read-only and writable: "
+            "use one mode at a time"
+        )
+    if "not a valid DuckDB database" in text:
+        return CatalogError(
+            f"{path} is not a DuckDB catalog (corrupt, or another kind of file): "
+            "move it away or choose another state folder"
+        )
+    return CatalogError(f"cannot open catalog {path}: {text}")
 
 
 def _ensure_writable_folder(folder: Path) -> None:

@@ -50,11 +50,13 @@ def ingest(con: duckdb.DuckDBPyConnection, shards: dict[str, ShardInfo]) -> Inge
     if not new:
         return IngestReport(files=0, trajectories=0, steps=0, skipped_files=len(done))
     files = [str(info.path) for info in new]
-    source = _new_trajectories(con, files)
-    _insert_tasks(con, files)
+    survey = _survey(con, files)
+    source = _new_trajectories(con, files, survey)
+    if survey.missing_tasks:
+        _insert_tasks(con, files)
     steps = _insert_steps(con, source)
     _insert_verdicts(con, source)
-    trajectories = _insert_trajectories(con, source)  # last: the source excludes stored ids
+    trajectories = _insert_trajectories(con, source)  # last: a source may exclude stored ids
     _record_shards(con, new)
     return IngestReport(
         files=len(new), trajectories=trajectories, steps=steps, skipped_files=len(done)
@@ -74,31 +76,55 @@ class _Source:
     params: list[Any]
 
 
-def _new_trajectories(con: duckdb.DuckDBPyConnection, files: list[str]) -> _Source:
+@dataclass(frozen=True)
+class _Survey:
+    repeated: int
+    """Rows whose id another row of the files has too."""
+    stored: int
+    """Rows whose trajectory the catalog has already."""
+    missing_tasks: int
+    """Tasks of the files that the catalog lacks."""
+
+
+def _survey(con: duckdb.DuckDBPyConnection, files: list[str]) -> _Survey:
+    """What the files hold that needs care, from their id columns alone."""
+    ((repeated, stored, missing),) = con.execute(
+        "SELECT count(*) - count(DISTINCT p.id), count(t.id), "
+        "count(DISTINCT p.task_id) FILTER (WHERE k.id IS NULL) "
+        "FROM read_parquet(?) p LEFT JOIN trajectories t ON t.id = p.id "
+        "LEFT JOIN tasks k ON k.id = p.task_id",
+        [files],
+    ).fetchall()
+    return _Survey(repeated=int(repeated), stored=int(stored), missing_tasks=int(missing))
+
+
+def _new_trajectories(con: duckdb.DuckDBPyConnection, files: list[str], survey: _Survey) -> _Source:
     """The shards' trajectories that are not stored yet, once each.
 
-    Usually each id is in one file, and every INSERT reads the files directly (Parquet
-    scans are cheaper than a copy). When files repeat an id (a shard written twice under
-    two names), the first copy of each is staged in a temporary table instead.
+    Usually every row is new and every INSERT reads the files directly (Parquet scans are
+    cheaper than a copy). Stored ids are filtered out; when files repeat an id (a shard
+    written twice under two names), the first copy of each is staged in a temporary
+    table instead.
     """
-    repeated = scalar(con, "SELECT count(*) - count(DISTINCT id) FROM read_parquet(?)", [files])
-    if not repeated:
+    if survey.repeated:
+        con.execute(
+            "CREATE TEMP TABLE _incoming AS SELECT * EXCLUDE (task) "
+            "FROM read_parquet(?, filename = true) "
+            "WHERE id NOT IN (SELECT id FROM trajectories) "
+            "QUALIFY row_number() OVER (PARTITION BY id ORDER BY filename) = 1",
+            [files],
+        )
+        return _Source("_incoming", [])
+    if survey.stored:
         return _Source(
             "(SELECT * FROM read_parquet(?) WHERE id NOT IN (SELECT id FROM trajectories))",
             [files],
         )
-    con.execute(
-        "CREATE TEMP TABLE _incoming AS SELECT * EXCLUDE (task) "
-        "FROM read_parquet(?, filename = true) "
-        "WHERE id NOT IN (SELECT id FROM trajectories) "
-        "QUALIFY row_number() OVER (PARTITION BY id ORDER BY filename) = 1",
-        [files],
-    )
-    return _Source("_incoming", [])
+    return _Source("read_parquet(?)", [files])
 
 
 def _insert_tasks(con: duckdb.DuckDBPyConnection, files: list[str]) -> int:
-    """The task specs the shards embed, when the catalog does not have them yet."""
+    """The task specs the shards embed that the catalog lacks."""
     columns = ", ".join(TASK_SCHEMA.names)
     return scalar(
         con,

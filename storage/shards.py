@@ -60,7 +60,7 @@ def write_trajectory_shard(
     }
     schema = SHARD_SCHEMA.with_metadata({_META_KEY: orjson.dumps(meta)})
     table = pa.Table.from_pylist(rows, schema=schema)
-    write_atomically(path, lambda sink: pq.write_table(table, sink))
+    write_atomically(path, lambda sink: pq.write_table(table, sink, compression="zstd"))
     return _info(path, meta)
 
 

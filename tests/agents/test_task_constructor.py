@@ -111,13 +111,13 @@ def test_validate_rejects_each_kind_of_bad_proposal(sandbox: MobileSandbox) -> N
         )
     )
     assert [t.id for t in update["accepted"]] == [good.id]
-    reasons = [r.reason for r in update["rejected"]]
-    assert reasons == [
-        RejectionReason.DUPLICATE,  # broken: same fingerprint as the accepted one
-        RejectionReason.MALFORMED_GOAL,
-        RejectionReason.NEAR_DUPLICATE,
-        RejectionReason.INVALID,
-    ]
+    reasons = {(r.fingerprint, r.reason) for r in update["rejected"]}
+    assert reasons == {
+        (good.fingerprint, RejectionReason.DUPLICATE),  # "broken" shares good's fingerprint
+        (placeholder.fingerprint, RejectionReason.MALFORMED_GOAL),
+        ("fp-twin", RejectionReason.NEAR_DUPLICATE),
+        (None, RejectionReason.INVALID),
+    }
 
 
 def test_validate_checks_the_reference_plan(sandbox: MobileSandbox) -> None:

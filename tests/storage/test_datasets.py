@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import orjson
 import pytest
 
 from contract import InvalidInputError, Outcome, Split, Trajectory
@@ -139,6 +140,7 @@ def test_the_summary_counts_members_per_capability_difficulty_and_outcome(
     assert summary["target"] == version.target.model_dump(mode="json")
     assert summary["achieved"] == {}
     assert summary["created_at"].endswith("+00:00")
+    assert orjson.loads(orjson.dumps(summary)) == summary
 
 
 def test_datasets_survive_reopening(tmp_path: Path, round_trajectories: list[Trajectory]) -> None:

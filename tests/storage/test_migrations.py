@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -159,8 +160,10 @@ def test_a_catalog_held_by_another_process_is_refused_with_its_pid(tmp_path: Pat
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
         with pytest.raises(CatalogError, match=rf"in use by another process \(PID {holder.pid}\)"):
-            Catalog.open(path)
+            Catalog.open(path, lock_wait_s=0.3)
+        assert time.monotonic() - started >= 0.3
     finally:
         holder.communicate("", timeout=30)
     Catalog.open(path).close()  # free again once the other process ends
@@ -174,3 +177,36 @@ def test_a_folder_without_write_permission_is_refused(
     with pytest.raises(CatalogError, match=r"state folder .* is not writable"):
         Catalog.open(tmp_path / "catalog.duckdb")
     assert not (tmp_path / "catalog.duckdb").exists()
+
+
+def test_an_operation_waits_for_another_process_to_let_go(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.duckdb"
+    Catalog.open(path).close()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); print('held', "
+            "flush=True); time.sleep(0.5); con.close(); time.sleep(30)",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with Catalog.open(path, lock_wait_s=20) as catalog:
+            assert catalog.stats()["rounds"] == 0
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_one_process_cannot_mix_read_only_and_writable(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.duckdb"
+    Catalog.open(path).close()
+    with (
+        duckdb.connect(str(path)),
+        pytest.raises(CatalogError, match="both read-only and writable"),
+    ):
+        Catalog.open(path, read_only=True, lock_wait_s=0.1)

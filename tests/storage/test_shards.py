@@ -78,7 +78,7 @@ def test_a_failed_write_keeps_the_previous_shard_and_leaves_no_file(
     path = tmp_path / "s.parquet"
     write_trajectory_shard(round_trajectories[:5], path, shard="s")
 
-    def crash(table: pa.Table, sink: object) -> None:
+    def crash(table: pa.Table, sink: object, **options: object) -> None:
         sink.write(b"PAR1 half a shard")  # type: ignore[attr-defined]
         raise OSError("disk full")
 
