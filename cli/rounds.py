@@ -36,12 +36,27 @@ def run_round_command(
     as_json: bool,
 ) -> None:
     """Run ``flywheel_round`` against the Prefect server and print what it made."""
+    from contract import InvalidInputError
+    from flows.policies import POLICIES
     from flows.round import flywheel_round
-    from flows.servers import prefect_api, resolve_prefect_api
+    from flows.servers import ServerError, http_ok, prefect_api, resolve_prefect_api
     from flows.settings import load_settings
+    from human_gate import GATES
+    from storage import Catalog
 
+    if policy is not None and policy not in POLICIES:
+        raise InvalidInputError("policy", f"unknown policy {policy!r}", POLICIES)
+    if gate is not None and gate not in GATES:
+        raise InvalidInputError("gate", f"unknown gate {gate!r}", GATES)
     settings = load_settings()
+    with Catalog.open(settings.catalog_path):
+        pass  # a bad state folder or catalog fails here, before any flow run exists
     api = resolve_prefect_api(settings.home, settings.prefect.port)
+    if not http_ok(api.rstrip("/") + "/health"):
+        raise ServerError(
+            f"the Prefect API at {api} does not answer: start it, or unset PREFECT_API_URL "
+            "to use the local server (flywheel server start)"
+        )
     typer.echo(f"Prefect API: {api}", err=True)
     run_flow = cast("Callable[..., dict[str, Any]]", flywheel_round)  # the flow validates
     with prefect_api(api):
@@ -69,6 +84,11 @@ def run_round_command(
         )
         return
     typer.echo(_round_text(summary, run_url))
+    if summary["dataset_version"]:
+        with Catalog.open(settings.catalog_path, read_only=True) as catalog:
+            dataset = catalog.dataset_summary(summary["dataset_version"])
+        typer.echo("\n" + dataset_text(dataset))
+        typer.echo(f"\nAgain any time: flywheel datasets show {summary['dataset_version']}")
 
 
 def _round_text(summary: dict[str, Any], run_url: str) -> str:
@@ -86,8 +106,6 @@ def _round_text(summary: dict[str, Any], run_url: str) -> str:
         "",
         f"Prefect UI (flow run, its tasks, logs and the summary artifacts): {run_url}",
     ]
-    if summary["dataset_version"]:
-        lines.append(f"Composition: flywheel datasets show {summary['dataset_version']}")
     return "\n".join(lines)
 
 
@@ -165,16 +183,24 @@ def dataset_text(summary: dict[str, Any]) -> str:
     for dimension, counts in summary["counts"].items():
         lines += ["", table((dimension, "trajectories"), sorted(counts.items()))]
     achieved: dict[str, dict[str, float]] = summary.get("achieved") or {}
-    target: dict[str, Any] = summary.get("target") or {}
+    targets = _targets(summary.get("target") or {})
     rows = []
     for dimension, shares in achieved.items():
-        wanted = target.get(dimension) if isinstance(target.get(dimension), dict) else {}
         for value, share in sorted(shares.items()):
-            goal = (wanted or {}).get(value)
+            goal = targets.get(dimension, {}).get(value)
             rows.append((dimension, value, f"{share:.3f}", "-" if goal is None else f"{goal:.3f}"))
     if rows:
         lines += ["", table(("dimension", "value", "achieved", "target"), rows)]
     return "\n".join(lines)
+
+
+def _targets(target: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Target shares per dimension; ``recovery_share`` is the outcome dimension's."""
+    out = {k: v for k, v in target.items() if isinstance(v, dict) and v}
+    share = target.get("recovery_share")
+    if isinstance(share, int | float):
+        out["outcome"] = {"recovery": float(share), "success": 1.0 - float(share)}
+    return out
 
 
 def _iso(value: object) -> str | None:

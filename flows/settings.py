@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -30,7 +30,13 @@ PolicyName = Literal["scripted", "openai"]
 GateName = Literal["auto"]
 
 
-class ModelEndpoint(BaseModel):
+class Section(BaseModel):
+    """A settings section: a misspelt key in the file is an error, not a silent default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelEndpoint(Section):
     """An OpenAI-compatible chat-completions endpoint."""
 
     base_url: str = Field(default="http://127.0.0.1:8000/v1", description="endpoint URL")
@@ -43,7 +49,7 @@ class ModelEndpoint(BaseModel):
     temperature: float = Field(default=0.0, ge=0, le=2)
 
 
-class EpisodeSettings(BaseModel):
+class EpisodeSettings(Section):
     max_steps: int = Field(default=15, ge=1, le=100, description="step budget of an episode")
     fault_rate: float = Field(
         default=0.3, ge=0, le=1, description="share of scripted episodes with an injected fault"
@@ -53,7 +59,7 @@ class EpisodeSettings(BaseModel):
     )
 
 
-class RoundSettings(BaseModel):
+class RoundSettings(Section):
     """What one flywheel round does and how it spreads the work."""
 
     tasks: int = Field(default=120, ge=1, le=100_000, description="tasks to construct")
@@ -75,7 +81,7 @@ class RoundSettings(BaseModel):
     )
 
 
-class CurationSettings(BaseModel):
+class CurationSettings(Section):
     approve_quality: float = Field(
         default=0.7, ge=0, le=1, description="quality at or above which a success is approved"
     )
@@ -103,7 +109,7 @@ def _even(values: list[str]) -> dict[str, float]:
     return dict.fromkeys(values, 1 / len(values))
 
 
-class BalanceSettings(BaseModel):
+class BalanceSettings(Section):
     """The target mix of a dataset version (shares per value; empty: no target)."""
 
     capability: dict[str, float] = Field(
@@ -136,7 +142,7 @@ class BalanceSettings(BaseModel):
 AgentRole = Literal["task_constructor", "curator", "balancer"]
 
 
-class AgentLLMSettings(BaseModel):
+class AgentLLMSettings(Section):
     """An optional LLM for the agents: goal rewording, the curator's judge, the
     balancer's rationale. Without an endpoint every agent runs its deterministic nodes."""
 
@@ -149,7 +155,7 @@ class AgentLLMSettings(BaseModel):
     )
 
 
-class PrefectSettings(BaseModel):
+class PrefectSettings(Section):
     port: int = Field(default=4200, ge=1024, le=65535, description="local Prefect server port")
 
 

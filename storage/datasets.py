@@ -7,7 +7,7 @@ from typing import Any
 
 import duckdb
 import orjson
-import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow as pa
 
 from contract import DatasetVersion, InvalidInputError, Split
 from storage.errors import UnknownIdError

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow as pa
 
 from contract import (
     CurationRecord,

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from contract import TaskSpec, Trajectory
 from storage.errors import CatalogError

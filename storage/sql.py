@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
-import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow as pa
 
 RECENT = 5
 """How many existing ids an unknown-id error lists."""

@@ -66,7 +66,9 @@ def test_a_round_freezes_a_dataset_and_shows_on_the_server(
 
     from prefect import get_client
 
-    with get_client(sync_client=True) as client:
+    from flows.servers import prefect_api
+
+    with prefect_api(prefect_api_url), get_client(sync_client=True) as client:
         run = client.read_flow_run(out["flow_run_id"])
         assert run.state is not None and run.state.is_completed()
         artifacts = client.read_artifacts()

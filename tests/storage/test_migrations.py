@@ -123,20 +123,6 @@ def test_read_only_open_of_an_old_catalog_asks_for_an_upgrade(tmp_path: Path) ->
     assert _version(path) == 1
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores folder permissions")
-def test_an_unwritable_state_folder_is_refused(tmp_path: Path) -> None:
-    folder = tmp_path / "locked"
-    folder.mkdir()
-    folder.chmod(0o500)
-    try:
-        with pytest.raises(CatalogError, match="state folder"):
-            Catalog.open(folder / "catalog.duckdb")
-        with pytest.raises(CatalogError, match="cannot create state folder"):
-            Catalog.open(folder / "state" / "catalog.duckdb")
-    finally:
-        folder.chmod(0o700)
-
-
 def test_a_state_folder_that_is_a_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "state").write_text("not a folder")
     with pytest.raises(CatalogError, match="cannot create state folder"):
