@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -69,7 +70,7 @@ def test_a_round_freezes_a_dataset_and_shows_on_the_server(
     from flows.servers import prefect_api
 
     with prefect_api(prefect_api_url), get_client(sync_client=True) as client:
-        run = client.read_flow_run(out["flow_run_id"])
+        run = client.read_flow_run(UUID(out["flow_run_id"]))
         assert run.state is not None and run.state.is_completed()
         artifacts = client.read_artifacts()
     keys = {a.key for a in artifacts if str(a.flow_run_id) == out["flow_run_id"]}
@@ -133,3 +134,65 @@ def test_a_round_killed_during_collection_resumes_to_the_same_result(
         trajectories = catalog.trajectories_of_round(resumed["round_id"])
     keys = [(t.task.id, t.metadata.attempt) for t in trajectories]
     assert len(keys) == len(set(keys)) == resumed["counts"]["collected"]
+
+
+@pytest.mark.slow
+def test_a_round_with_the_openai_policy_keeps_failures_and_secrets_out(
+    prefect_api_url: str, tmp_path: Path
+) -> None:
+    from tests.fakes.chat_server import ScriptedChatServer, text_reply
+
+    secret = "sk-round-0123456789abcdef"
+    with ScriptedChatServer([text_reply("I think I am done.")] * 3) as server:
+        out = _round(
+            tmp_path,
+            prefect_api_url,
+            "--tasks",
+            "12",
+            "--policy",
+            "openai",
+            "--backend-fault-rate",
+            "0",
+            FLYWHEEL_POLICY__BASE_URL=server.base_url,
+            FLYWHEEL_POLICY__MODEL="planner-fake",
+            FLYWHEEL_POLICY__API_KEY=secret,
+        )
+    counts = out["counts"]
+    assert counts["constructed"] == counts["collected"] == 12
+    assert counts["approved"] == counts["in_dataset"] == 0
+    assert out["dataset_version"] is None, "nothing was approved: no version is frozen"
+    with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
+        trajectories = catalog.trajectories_of_round(out["round_id"])
+    assert {t.metadata.policy.model for t in trajectories} == {"planner-fake"}
+    malformed = [
+        s for t in trajectories for s in t.steps
+        if s.feedback.error is not None and s.feedback.error.kind == "malformed_output"
+    ]  # fmt: skip
+    assert len(malformed) == 3
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    assert secret not in _server_records(prefect_api_url, out["flow_run_id"])
+
+
+def _server_records(api: str, flow_run_id: str) -> str:
+    """The flow run, its task runs and logs as the Prefect server holds them."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterId,
+        LogFilter,
+        LogFilterFlowRunId,
+    )
+
+    from flows.servers import prefect_api
+
+    run_id = UUID(flow_run_id)
+    runs = FlowRunFilter(id=FlowRunFilterId(any_=[run_id]))
+    with prefect_api(api), get_client(sync_client=True) as client:
+        records = [client.read_flow_run(run_id).model_dump_json()]
+        records += [t.model_dump_json() for t in client.read_task_runs(flow_run_filter=runs)]
+        logs = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id]))
+        records += [log.model_dump_json() for log in client.read_logs(log_filter=logs)]
+    assert len(records) > 5
+    return "\n".join(records)
