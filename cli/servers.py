@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -19,21 +18,19 @@ server_app = typer.Typer(
 
 NameArg = Annotated[str, typer.Argument(help="which server (prefect)")]
 HomeOpt = Annotated[
-    Path, typer.Option(envvar="FLYWHEEL_HOME", help="state folder [env FLYWHEEL_HOME]")
+    Path | None, typer.Option(help="state folder [default: settings, FLYWHEEL_HOME]")
 ]
 PortOpt = Annotated[
     int | None,
     typer.Option(
-        min=1, max=65535, help="port [default: env FLYWHEEL_<NAME>_PORT, else 4200 for prefect]"
+        min=1, max=65535, help="port [default: settings, e.g. FLYWHEEL_PREFECT__PORT=4200]"
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
 @server_app.command("start")
-def server_start(
-    name: NameArg = "prefect", home: HomeOpt = Path(".flywheel"), port: PortOpt = None
-) -> None:
+def server_start(name: NameArg = "prefect", home: HomeOpt = None, port: PortOpt = None) -> None:
     """Start a server detached (no-op if it runs) and wait until it answers."""
     from flows.servers import SERVERS
 
@@ -45,9 +42,7 @@ def server_start(
 
 
 @server_app.command("stop")
-def server_stop(
-    name: NameArg = "prefect", home: HomeOpt = Path(".flywheel"), port: PortOpt = None
-) -> None:
+def server_stop(name: NameArg = "prefect", home: HomeOpt = None, port: PortOpt = None) -> None:
     """Stop a server started with start, by the PID in its PID file."""
     server = _server(name, home, port)
     pid = server.status().pid
@@ -60,7 +55,7 @@ def server_stop(
 @server_app.command("status")
 def server_status(
     name: NameArg = "prefect",
-    home: HomeOpt = Path(".flywheel"),
+    home: HomeOpt = None,
     port: PortOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -75,14 +70,12 @@ def server_status(
     typer.echo(table(("server", "running", "pid", "healthy", "url"), [row]))
 
 
-def _server(name: str, home: Path, port: int | None) -> ManagedServer:
-    from contract import InvalidInputError
-    from flows.servers import SERVERS, known_server
+def _server(name: str, home: Path | None, port: int | None) -> ManagedServer:
+    """The named server, with home and port from the options or else from settings."""
+    from flows.servers import known_server
+    from flows.settings import load_settings
 
-    variable = f"FLYWHEEL_{name.upper()}_PORT"
-    from_env = os.environ.get(variable) if name in SERVERS else None
-    if port is None and from_env:
-        if not from_env.isdigit():
-            raise InvalidInputError(variable, f"{from_env!r} is not a port number")
-        port = int(from_env)
-    return known_server(name, home, port)
+    settings = load_settings()
+    section = getattr(settings, name.replace("-", "_"), None)
+    port = port or getattr(section, "port", None)
+    return known_server(name, home or settings.home, port)

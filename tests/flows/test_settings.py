@@ -1,0 +1,69 @@
+"""Settings: the README's example file loads, and bad values name their field."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from contract import FlywheelError
+from flows.settings import load_settings
+
+README = Path(__file__).parents[2] / "README.md"
+
+
+def _readme_toml() -> str:
+    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    assert len(blocks) == 1
+    return str(blocks[0])
+
+
+def test_the_readme_settings_file_loads_as_documented(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "flywheel.toml"
+    path.write_text(_readme_toml())
+    monkeypatch.setenv("FLYWHEEL_CONFIG", str(path))
+    monkeypatch.delenv("FLYWHEEL_HOME", raising=False)
+    settings = load_settings()
+    assert settings.round.shard_size == 200 and settings.curation.audit_rate == 0.0
+    assert settings.balance.target().recovery_share == 0.2
+    assert settings.agent_llm.endpoint is not None
+    assert settings.agent_llm.endpoint.model == "judge"
+
+
+def test_the_environment_wins_over_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "flywheel.toml"
+    path.write_text("[round]\ntasks = 10\nseed = 4\n")
+    monkeypatch.setenv("FLYWHEEL_CONFIG", str(path))
+    monkeypatch.setenv("FLYWHEEL_ROUND__TASKS", "33")
+    settings = load_settings()
+    assert (settings.round.tasks, settings.round.seed) == (33, 4)
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[curation]\nreject_quality = 0.8\n", "reject_quality"),
+        ("[round]\nshard_size = 0\n", "round.shard_size"),
+        ("[episode]\nfault_rates = 0.1\n", "fault_rates"),
+        ("[balance]\nsource = { template = 0.5 }\n", "target_mix.source"),
+    ],
+)
+def test_bad_settings_name_the_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, needle: str
+) -> None:
+    path = tmp_path / "flywheel.toml"
+    path.write_text(text)
+    monkeypatch.setenv("FLYWHEEL_CONFIG", str(path))
+    with pytest.raises(FlywheelError, match=re.escape(needle)):
+        load_settings()
+
+
+def test_a_named_settings_file_must_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLYWHEEL_CONFIG", str(tmp_path / "missing.toml"))
+    with pytest.raises(FlywheelError, match="FLYWHEEL_CONFIG"):
+        load_settings()
