@@ -1,10 +1,12 @@
 """``flywheel_round``: plan → construct → collect → curate → gate → balance → freeze.
 
-Thin Prefect orchestration over the agents. Every stage reads and writes the catalog, so
-a round is resumable: rerunning a round id skips the stages it finished, collects only
-the shards whose Parquet file is missing, and writes nothing twice (ids are content-
-derived and every write is idempotent). Collection runs one Prefect task per shard,
-retried on faults, with at most ``collect_workers`` shards at once.
+Thin Prefect orchestration over the agents. Every stage stores what it made in the
+catalog before the round moves on, so a round is resumable: rerunning a round id skips
+the stages it finished (reading back what they made), collects only the shards whose
+Parquet file is missing, and writes nothing twice (ids are content-derived and every
+write is idempotent). Collection runs one Prefect task per shard, retried on faults, with
+at most ``collect_workers`` shards at once; the tag ``flywheel-collect`` lets a Prefect
+tag concurrency limit bound collection across concurrent rounds too.
 """
 
 from __future__ import annotations
