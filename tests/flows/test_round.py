@@ -88,6 +88,26 @@ def test_a_round_freezes_a_dataset_and_shows_on_the_server(
     assert dataset["round_id"] == out["round_id"] and dataset["human_reviewed"] == 0
     assert sum(dataset["counts"]["difficulty"].values()) == dataset["size"]
 
+    listed = subprocess.run(
+        [FLYWHEEL, "rounds", "list", "--json"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path, prefect_api_url),
+        check=True,
+    )
+    [round_row] = json.loads(listed.stdout)
+    assert round_row["id"] == out["round_id"] and round_row["status"] == "done"
+    assert round_row["dataset_id"] == out["dataset_version"]
+    assert round_row["counts"] == counts
+    datasets = subprocess.run(
+        [FLYWHEEL, "datasets", "list", "--json"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path, prefect_api_url),
+        check=True,
+    )
+    assert [d["id"] for d in json.loads(datasets.stdout)] == [out["dataset_version"]]
+
     before = _catalog_rows(tmp_path)
     again = _round(tmp_path, prefect_api_url, "--tasks", "36", "--seed", "3")
     assert again["round_id"] == out["round_id"]
