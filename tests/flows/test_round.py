@@ -216,3 +216,25 @@ def _server_records(api: str, flow_run_id: str) -> str:
         records += [log.model_dump_json() for log in client.read_logs(log_filter=logs)]
     assert len(records) > 5
     return "\n".join(records)
+
+
+@pytest.mark.slow
+def test_a_second_round_builds_on_the_first(prefect_api_url: str, tmp_path: Path) -> None:
+    first = _round(tmp_path, prefect_api_url, "--tasks", "24", "--seed", "1")
+    second = _round(tmp_path, prefect_api_url, "--tasks", "24", "--seed", "2")
+    assert second["round_id"] != first["round_id"]
+    with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
+        one = catalog.tasks_of_round(first["round_id"])
+        two = catalog.tasks_of_round(second["round_id"])
+        version = catalog.get_dataset(second["dataset_version"])
+    assert len(one) == len(two) == 24
+    assert not {t.fingerprint for t in one} & {t.fingerprint for t in two}
+    assert version.parent == first["dataset_version"]
+    assert {m.trajectory_id for m in version.members} <= {
+        t.id for t in catalog_trajectories(tmp_path, second["round_id"])
+    }
+
+
+def catalog_trajectories(home: Path, round_id: str) -> list[Any]:
+    with Catalog.open(home / "catalog.duckdb", read_only=True) as catalog:
+        return list(catalog.trajectories_of_round(round_id))
