@@ -189,6 +189,11 @@ class FlywheelSettings(BaseSettings):
     def catalog_path(self) -> Path:
         return catalog_path(self.home)
 
+    @property
+    def artifacts_path(self) -> Path:
+        """The artifact store: screenshots, page sources, exports, by content hash."""
+        return self.home / "artifacts"
+
 
 def catalog_path(home: Path) -> Path:
     """The DuckDB catalog inside a state folder."""
