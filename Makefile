@@ -3,8 +3,11 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Label Studio's server has its own environment: its pins clash with Prefect's.
+LS_VENV := .venv-label-studio
+LS_STAMP := $(LS_VENV)/.installed
 
-.PHONY: run test lint bench lock clean
+.PHONY: run test lint label-studio bench lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,8 +20,17 @@ $(STAMP): pyproject.toml requirements.lock
 run: $(STAMP)
 	$(BIN)/flywheel round
 
-## test: lint, type-check, then the whole test suite
-test: lint
+$(LS_STAMP): requirements-label-studio.lock
+	test -x $(LS_VENV)/bin/python || $(PYTHON) -m venv $(LS_VENV)
+	$(LS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-r requirements-label-studio.lock
+	touch $(LS_STAMP)
+
+## label-studio: Label Studio's environment, for `flywheel server start label-studio` (make test makes it)
+label-studio: $(LS_STAMP)
+
+## test: lint, type-check, then the whole test suite (with Prefect and Label Studio servers)
+test: lint $(LS_STAMP)
 	scripts/with-servers.sh $(BIN)/pytest -n 2 --dist loadfile
 
 lint: $(STAMP)
@@ -40,4 +52,4 @@ lock:
 	/tmp/flywheel-lock/bin/pip freeze --exclude-editable | grep -v '^-e' >> requirements.lock
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(LS_VENV) .mypy_cache .ruff_cache .pytest_cache

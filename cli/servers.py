@@ -12,11 +12,11 @@ if TYPE_CHECKING:
     from flows.servers import ManagedServer
 
 server_app = typer.Typer(
-    help="Local servers (Prefect): start, stop, status; state under <home>/servers/.",
+    help="Local servers (Prefect, Label Studio): start, stop, status; state under <home>/servers/.",
     no_args_is_help=True,
 )
 
-NameArg = Annotated[str, typer.Argument(help="which server (prefect)")]
+NameArg = Annotated[str, typer.Argument(help="which server (prefect, label-studio)")]
 HomeOpt = Annotated[
     Path | None, typer.Option(help="state folder [default: settings, FLYWHEEL_HOME]")
 ]
@@ -39,6 +39,8 @@ def server_start(name: NameArg = "prefect", home: HomeOpt = None, port: PortOpt 
     kind = SERVERS[name]
     typer.echo(f"{kind.title} server running (pid {status.pid}), log {server.log_file}")
     typer.echo(f"{kind.title}{' UI' if kind.has_ui else ''}: {status.url}")
+    for line in server.access_notes():
+        typer.echo(line)
 
 
 @server_app.command("stop")
@@ -78,4 +80,4 @@ def _server(name: str, home: Path | None, port: int | None) -> ManagedServer:
     settings = load_settings()
     section = getattr(settings, name.replace("-", "_"), None)
     port = port or getattr(section, "port", None)
-    return known_server(name, home or settings.home, port)
+    return known_server(name, home or settings.home, port, settings)

@@ -8,6 +8,7 @@ directory when it exists. Environment variables win over the file. Only entry po
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -28,6 +29,7 @@ CONFIG_ENV = "FLYWHEEL_CONFIG"
 DEFAULT_CONFIG = Path("flywheel.toml")
 PolicyName = Literal["scripted", "openai"]
 GateName = Literal["auto"]
+_LOCAL_TOKEN = re.compile(r"[0-9a-fA-F]{40}")
 
 
 class Section(BaseModel):
@@ -159,9 +161,50 @@ class PrefectSettings(Section):
     port: int = Field(default=4200, ge=1024, le=65535, description="local Prefect server port")
 
 
+class LabelStudioSettings(Section):
+    """The Label Studio server people review doubtful items in: the local one or ``url``.
+
+    Unset secrets of the local server are generated once and kept, mode 0600, in
+    ``<home>/servers/label-studio/credentials.json``.
+    """
+
+    port: int = Field(default=8089, ge=1024, le=65535, description="local Label Studio server port")
+    username: str = Field(
+        default="admin@flywheel.local",
+        pattern=r"^[^@\s]+@[^@\s]+$",
+        description="email of the local server's admin account",
+    )
+    token: SecretStr | None = Field(
+        default=None,
+        description="API token, from FLYWHEEL_LABEL_STUDIO__TOKEN (the local server needs 40 "
+        "hex characters); never logged or stored",
+    )
+    password: SecretStr | None = Field(
+        default=None, description="admin password of the local server; never logged"
+    )
+    url: str | None = Field(
+        default=None,
+        pattern=r"^https?://",
+        description="an existing server to use instead of the local one (needs token)",
+    )
+
+    @model_validator(mode="after")
+    def _usable(self) -> LabelStudioSettings:
+        if self.url is not None and self.token is None:
+            raise ValueError("url is set but token is not")
+        if (
+            self.url is None
+            and self.token is not None
+            and not _LOCAL_TOKEN.fullmatch(self.token.get_secret_value())
+        ):
+            raise ValueError("token must be 40 hex characters for the local server (or set url)")
+        return self
+
+
 class FlywheelSettings(BaseSettings):
+    # Errors never quote their input: a section's input holds its secrets (tokens, keys).
     model_config = SettingsConfigDict(
-        env_prefix="FLYWHEEL_", env_nested_delimiter="__", extra="forbid"
+        env_prefix="FLYWHEEL_", env_nested_delimiter="__", extra="forbid", hide_input_in_errors=True
     )
 
     home: Path = Field(default=Path(".flywheel"), description="state folder")
@@ -171,6 +214,7 @@ class FlywheelSettings(BaseSettings):
     curation: CurationSettings = Field(default_factory=CurationSettings)
     balance: BalanceSettings = Field(default_factory=BalanceSettings)
     prefect: PrefectSettings = Field(default_factory=PrefectSettings)
+    label_studio: LabelStudioSettings = Field(default_factory=LabelStudioSettings)
     agent_llm: AgentLLMSettings = Field(default_factory=AgentLLMSettings)
 
     @classmethod

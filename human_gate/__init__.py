@@ -7,7 +7,16 @@ decided stay pending: a gate never approves silently.
 
 from contract import InvalidInputError
 from human_gate.auto import AUTO_REVIEWER, AutoGate, auto_review
-from human_gate.base import GateItem, GateResult, HumanGate, final_decisions
+from human_gate.base import (
+    CONSENSUS_REVIEWER_PREFIX,
+    GateError,
+    GateItem,
+    GateResult,
+    GateUnavailableError,
+    HumanGate,
+    final_decisions,
+    is_consensus,
+)
 
 GATES = ("auto",)
 
@@ -21,12 +30,16 @@ def make_gate(name: str) -> HumanGate:
 
 __all__ = [
     "AUTO_REVIEWER",
+    "CONSENSUS_REVIEWER_PREFIX",
     "GATES",
     "AutoGate",
+    "GateError",
     "GateItem",
     "GateResult",
+    "GateUnavailableError",
     "HumanGate",
     "auto_review",
     "final_decisions",
+    "is_consensus",
     "make_gate",
 ]

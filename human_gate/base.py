@@ -10,7 +10,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from contract import CurationRecord, InvalidInputError, Review, Trajectory
+from contract import CurationRecord, FlywheelError, InvalidInputError, Review, Trajectory
+
+
+class GateError(FlywheelError):
+    """A gate's service refused a request (bad token, bad configuration)."""
+
+
+class GateUnavailableError(GateError):
+    """A gate's service did not answer, or kept failing, after bounded retries.
+
+    Transient by nature: the round can wait and try again later.
+    """
 
 
 @dataclass(frozen=True)
@@ -54,15 +65,29 @@ class HumanGate(Protocol):
         ...
 
 
+CONSENSUS_REVIEWER_PREFIX = "consensus:"
+"""Reviewer names of reviews that resolve several annotators (``consensus:<rule>``)."""
+
+
+def is_consensus(review: Review) -> bool:
+    """Whether ``review`` resolves several annotators' reviews of its trajectory."""
+    return not review.automatic and review.reviewer.startswith(CONSENSUS_REVIEWER_PREFIX)
+
+
+def _rank(review: Review) -> int:
+    return 0 if review.automatic else 2 if is_consensus(review) else 1
+
+
 def final_decisions(reviews: Iterable[Review]) -> dict[str, Review]:
     """The review that counts for each trajectory id.
 
-    A person's review wins over an automatic one; among reviews of the same kind the
-    later one in ``reviews`` wins. The result is sorted by trajectory id.
+    A consensus review wins over the single annotators' reviews it resolves, a person's
+    review over an automatic one; among reviews of the same kind the later one in
+    ``reviews`` wins. The result is sorted by trajectory id.
     """
     final: dict[str, Review] = {}
     for review in reviews:
         current = final.get(review.trajectory_id)
-        if current is None or not review.automatic or current.automatic:
+        if current is None or _rank(review) >= _rank(current):
             final[review.trajectory_id] = review
     return dict(sorted(final.items()))

@@ -3,9 +3,12 @@
 #
 #   scripts/with-servers.sh .venv/bin/pytest -n 2 --dist loadfile
 #
-# The Prefect server gets a fresh FLYWHEEL_HOME (a temporary folder, removed at the end) and
-# port FLYWHEEL_TEST_PREFECT_PORT (default 4250, or a free port when 4250 is taken and the
-# variable is unset). The command sees PREFECT_API_URL; its exit code is this script's.
+# Prefect and Label Studio start in parallel in one fresh FLYWHEEL_HOME (a temporary folder,
+# removed at the end): Prefect on FLYWHEEL_TEST_PREFECT_PORT (default 4250), Label Studio on
+# FLYWHEEL_TEST_LABEL_STUDIO_PORT (default 8189); each on a free port instead when its
+# default is taken and its variable is unset. Label Studio's API token is made here, at
+# random, and never printed. The command sees PREFECT_API_URL, FLYWHEEL_LABEL_STUDIO__URL
+# and FLYWHEEL_LABEL_STUDIO__TOKEN; its exit code is this script's.
 set -euo pipefail
 
 if [[ $# -eq 0 ]]; then
@@ -16,35 +19,71 @@ fi
 BIN=$(cd "$(dirname "$0")/.." && pwd)/.venv/bin
 FLYWHEEL_CLI=${FLYWHEEL_CLI:-$BIN/flywheel}
 FLYWHEEL_HOME=$(mktemp -d "${TMPDIR:-/tmp}/flywheel-test.XXXXXX")
-PID_FILE=$FLYWHEEL_HOME/servers/prefect/server.pid
-if [[ -n ${FLYWHEEL_TEST_PREFECT_PORT:-} ]]; then
-    PORT=$FLYWHEEL_TEST_PREFECT_PORT
-else
-    # Another checkout's tests may hold 4250 on this machine.
-    PORT=$("$BIN/python" -c 'from flows.servers import free_port; print(free_port(4250))')
-fi
+STARTERS=()
 
-stop_servers() {
-    local pid=""
-    [[ -f $PID_FILE ]] && pid=$(<"$PID_FILE")
-    "$FLYWHEEL_CLI" server stop prefect --home "$FLYWHEEL_HOME" --port "$PORT" >&2 || true
+# The variable's value when set, else the default port when free, else one the OS picks
+# (another checkout's tests may hold the default on this machine).
+pick_port() {
+    if [[ -n $1 ]]; then
+        echo "$1"
+    else
+        "$BIN/python" -c "from flows.servers import free_port; print(free_port($2))"
+    fi
+}
+PREFECT_PORT=$(pick_port "${FLYWHEEL_TEST_PREFECT_PORT:-}" 4250)
+LABEL_STUDIO_PORT=$(pick_port "${FLYWHEEL_TEST_LABEL_STUDIO_PORT:-}" 8189)
+
+stop_server() {  # NAME PORT
+    local pid_file=$FLYWHEEL_HOME/servers/$1/server.pid pid=""
+    [[ -f $pid_file ]] && pid=$(<"$pid_file")
+    "$FLYWHEEL_CLI" server stop "$1" --home "$FLYWHEEL_HOME" --port "$2" >&2 || true
     # Whatever the CLI did, nothing of the server's process group may outlive us.
     if [[ -n $pid ]] && kill -0 -- "-$pid" 2>/dev/null; then
         kill -KILL -- "-$pid" 2>/dev/null || true
     fi
+}
+
+stop_servers() {
+    # A start still in progress could write a PID file after we read it: end it first.
+    local starter
+    for starter in "${STARTERS[@]}"; do
+        kill -TERM "$starter" 2>/dev/null || true
+        wait "$starter" 2>/dev/null || true
+    done
+    stop_server prefect "$PREFECT_PORT"
+    stop_server label-studio "$LABEL_STUDIO_PORT"
     rm -rf "$FLYWHEEL_HOME"
 }
 trap stop_servers EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-"$FLYWHEEL_CLI" server start prefect --home "$FLYWHEEL_HOME" --port "$PORT" >&2
+# Label Studio creates its admin account with this token: tests authenticate with it.
+FLYWHEEL_LABEL_STUDIO__TOKEN=$("$BIN/python" -c 'import secrets; print(secrets.token_hex(20))')
+export FLYWHEEL_LABEL_STUDIO__TOKEN
+unset FLYWHEEL_LABEL_STUDIO__URL
+
+# Both at once: Prefect takes about 10 s, Label Studio about 30 s on a new database.
+"$FLYWHEEL_CLI" server start prefect --home "$FLYWHEEL_HOME" --port "$PREFECT_PORT" >&2 &
+STARTERS+=($!)
+"$FLYWHEEL_CLI" server start label-studio --home "$FLYWHEEL_HOME" --port "$LABEL_STUDIO_PORT" >&2 &
+STARTERS+=($!)
+failed=0
+for starter in "${STARTERS[@]}"; do
+    wait "$starter" || failed=1
+done
+STARTERS=()
+if [[ $failed -ne 0 ]]; then
+    echo "$0: a server did not start (see above)" >&2
+    exit 1
+fi
 
 export FLYWHEEL_HOME
-export PREFECT_API_URL=http://127.0.0.1:$PORT/api
+export PREFECT_API_URL=http://127.0.0.1:$PREFECT_PORT/api
 export PREFECT_SERVER_ALLOW_EPHEMERAL_MODE=false
 export PREFECT_SERVER_ANALYTICS_ENABLED=false
 export PREFECT_RUNNER_POLL_FREQUENCY=1
+export FLYWHEEL_LABEL_STUDIO__URL=http://127.0.0.1:$LABEL_STUDIO_PORT
 
 status=0
 "$@" || status=$?

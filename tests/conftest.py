@@ -1,8 +1,10 @@
-"""Shared fixtures: a sandbox, trajectories from real scripted episodes, a Prefect server."""
+"""Shared fixtures: a sandbox, trajectories from real scripted episodes, a Prefect server,
+a Label Studio server."""
 
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +14,14 @@ from agents.runner import run_episode
 from contract import Trajectory
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
-from flows.servers import free_port, http_ok, local_prefect_api, prefect_server
+from flows.servers import (
+    LabelStudioAccess,
+    free_port,
+    http_ok,
+    label_studio_server,
+    local_prefect_api,
+    prefect_server,
+)
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +61,38 @@ def prefect_api_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield local_prefect_api(port)
     finally:
         _drain_prefect_workers()
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def label_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStudioAccess]:
+    """A real Label Studio server and its API token: ``FLYWHEEL_LABEL_STUDIO__URL`` and
+    ``FLYWHEEL_LABEL_STUDIO__TOKEN`` (as ``make test`` sets them).
+
+    Without them a developer's run starts a private server (each xdist worker its own; about
+    30 s on a new database) and stops it at the end; in CI (``CI=true``) a missing server is
+    a failure.
+    """
+    url = os.environ.get("FLYWHEEL_LABEL_STUDIO__URL")
+    if url:
+        token = os.environ.get("FLYWHEEL_LABEL_STUDIO__TOKEN")
+        if not token:
+            pytest.fail("FLYWHEEL_LABEL_STUDIO__URL is set but FLYWHEEL_LABEL_STUDIO__TOKEN is not")
+        if not http_ok(url.rstrip("/") + "/health"):
+            pytest.fail(f"FLYWHEEL_LABEL_STUDIO__URL={url} does not answer its /health")
+        yield LabelStudioAccess(url.rstrip("/"), token)
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(
+            "FLYWHEEL_LABEL_STUDIO__URL is not set: "
+            "run the suite through make test, which starts the Label Studio server"
+        )
+    home = tmp_path_factory.mktemp("label-studio")
+    server = label_studio_server(home, free_port(), token=secrets.token_hex(20))
+    server.start()
+    try:
+        yield server.access
+    finally:
         server.stop()
 
 

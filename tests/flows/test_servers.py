@@ -95,7 +95,8 @@ def test_an_unknown_server_name_lists_the_allowed_ones(tmp_path: Path) -> None:
     result = runner.invoke(server_app, ["status", "postgres", "--home", str(tmp_path)])
     assert result.exit_code == 1
     assert isinstance(result.exception, InvalidInputError)
-    assert str(result.exception) == "server: unknown server 'postgres' (allowed: prefect)"
+    allowed = "(allowed: label-studio, prefect)"
+    assert str(result.exception) == f"server: unknown server 'postgres' {allowed}"
 
 
 def test_resolve_prefect_api_prefers_the_environment(

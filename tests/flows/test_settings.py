@@ -67,3 +67,23 @@ def test_a_named_settings_file_must_exist(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("FLYWHEEL_CONFIG", str(tmp_path / "missing.toml"))
     with pytest.raises(FlywheelError, match="FLYWHEEL_CONFIG"):
         load_settings()
+
+
+def test_label_studio_secrets_are_checked_but_never_quoted(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "not-hex-but-secret"
+    monkeypatch.delenv("FLYWHEEL_LABEL_STUDIO__URL", raising=False)  # make test sets it
+    monkeypatch.setenv("FLYWHEEL_LABEL_STUDIO__TOKEN", secret)
+    with pytest.raises(FlywheelError, match="40 hex characters") as bad:
+        load_settings()
+    assert secret not in str(bad.value)
+
+    # A configured server may take any token (a personal access token, say).
+    monkeypatch.setenv("FLYWHEEL_LABEL_STUDIO__URL", "http://127.0.0.1:8089")
+    settings = load_settings()
+    assert settings.label_studio.token is not None
+    assert settings.label_studio.token.get_secret_value() == secret
+    assert secret not in repr(settings)
+
+    monkeypatch.delenv("FLYWHEEL_LABEL_STUDIO__TOKEN")
+    with pytest.raises(FlywheelError, match="url is set but token is not"):
+        load_settings()
