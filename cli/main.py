@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from cli.gate import gate_app
 from cli.rounds import datasets_app, rounds_app, run_round_command
 from cli.servers import server_app
 from contract import Capability, Difficulty, FlywheelError, Split
@@ -34,6 +35,7 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(rounds_app, name="rounds")
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(server_app, name="server")
+app.add_typer(gate_app, name="gate")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 CapabilityOpt = Annotated[Capability | None, typer.Option(help="only this capability")]

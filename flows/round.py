@@ -35,6 +35,7 @@ from contract import (
     default_plan,
 )
 from flows import round_stages as stages
+from flows.gates import build_gate
 from flows.round_stages import STAGES, RoundSummary
 from flows.settings import FlywheelSettings, GateName, PolicyName, agent_llm, load_settings
 from storage import Catalog
@@ -155,8 +156,19 @@ def gate_task(
     trajectories: Sequence[Trajectory],
     curations: Sequence[CurationRecord],
     gate_name: str,
+    settings: FlywheelSettings,
 ) -> list[Review]:
-    return stages.gate(home, round_id, trajectories, curations, gate_name)
+    log = get_run_logger()
+    return stages.gate(
+        home,
+        round_id,
+        trajectories,
+        curations,
+        build_gate(gate_name, settings),
+        wait_s=settings.gate.wait_s,
+        poll_s=settings.gate.poll_s,
+        log=log.info,
+    )
 
 
 @task(name="balance-and-freeze", cache_policy=NO_CACHE, retries=1)
@@ -249,7 +261,9 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
     if "gate" in done:
         reviews = stored.reviews()
     else:
-        reviews = gate_task(home, round_id, quote(trajectories), quote(curations), config.gate)
+        reviews = gate_task(
+            home, round_id, quote(trajectories), quote(curations), config.gate, settings
+        )
         _mark(settings, round_id, "gate")
     if "balance" not in done:
         balance_task(home, round_id, quote(trajectories), quote(reviews), settings, config.target)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,9 +35,10 @@ from contract import (
 from curation.routing import CuratorConfig
 from envs.backend import Backend
 from envs.sandbox import MobileSandbox
+from flows.gates import sync_until
 from flows.policies import build_policy
 from flows.settings import CurationSettings, FlywheelSettings, catalog_path
-from human_gate import GateItem, final_decisions, make_gate
+from human_gate import GateItem, HumanGate, final_decisions
 from storage import Catalog
 from storage.shards import (
     list_shards,
@@ -167,17 +168,32 @@ def gate(
     round_id: str,
     trajectories: Sequence[Trajectory],
     curations: Sequence[CurationRecord],
-    gate_name: str,
+    human_gate: HumanGate,
+    *,
+    wait_s: float = 0.0,
+    poll_s: float = 5.0,
+    log: Callable[[str], None] = lambda _: None,
 ) -> list[Review]:
-    """Send kept trajectories through the human gate and store the reviews it returns."""
-    human_gate = make_gate(gate_name)
-    by_id = {t.id: t for t in trajectories}
-    items = [GateItem(trajectory=by_id[c.trajectory_id], curation=c) for c in curations if c.kept]
+    """Send kept trajectories through the gate, store decisions as they come (for up to
+    ``wait_s``), and return every review of the round. Undecided items stay pending."""
+    items = gate_items(trajectories, curations)
     human_gate.submit(round_id, items)
-    result = human_gate.collect(round_id, items)
-    with Catalog.open(catalog_path(home)) as catalog:
-        catalog.add_reviews(result.reviews)
+
+    def store(reviews: Sequence[Review]) -> None:
+        with Catalog.open(catalog_path(home)) as catalog:
+            catalog.add_reviews(reviews)
+
+    sync_until(human_gate, round_id, items, store, wait_s=wait_s, poll_s=poll_s, log=log)
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
         return catalog.reviews_of_round(round_id)
+
+
+def gate_items(
+    trajectories: Sequence[Trajectory], curations: Sequence[CurationRecord]
+) -> list[GateItem]:
+    """What the gate judges: every kept trajectory with its curation record."""
+    by_id = {t.id: t for t in trajectories}
+    return [GateItem(trajectory=by_id[c.trajectory_id], curation=c) for c in curations if c.kept]
 
 
 def balance_and_freeze(

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 CONFIG_ENV = "FLYWHEEL_CONFIG"
 DEFAULT_CONFIG = Path("flywheel.toml")
 PolicyName = Literal["scripted", "openai"]
-GateName = Literal["auto"]
+GateName = Literal["auto", "label-studio"]
 _LOCAL_TOKEN = re.compile(r"[0-9a-fA-F]{40}")
 
 
@@ -157,6 +157,28 @@ class AgentLLMSettings(Section):
     )
 
 
+class GateSettings(Section):
+    """How the human gate resolves annotators and how long a round waits for them."""
+
+    consensus: Literal["majority", "unanimous", "any_reject"] = Field(
+        default="majority", description="how several annotators' decisions resolve"
+    )
+    min_annotations: int = Field(
+        default=1, ge=1, le=10, description="annotations an item needs to be decided"
+    )
+    project_prefix: str = Field(
+        default="flywheel", min_length=1, description="Label Studio projects: '<prefix> <round>'"
+    )
+    wait_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="how long a round waits for people; what is still pending is carried over",
+    )
+    poll_s: float = Field(
+        default=5.0, gt=0, description="first wait between syncs while waiting (doubles, max 60)"
+    )
+
+
 class PrefectSettings(Section):
     port: int = Field(default=4200, ge=1024, le=65535, description="local Prefect server port")
 
@@ -216,6 +238,7 @@ class FlywheelSettings(BaseSettings):
     prefect: PrefectSettings = Field(default_factory=PrefectSettings)
     label_studio: LabelStudioSettings = Field(default_factory=LabelStudioSettings)
     agent_llm: AgentLLMSettings = Field(default_factory=AgentLLMSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -1,7 +1,7 @@
 """The human gate: annotators approve, correct, reject or quarantine curated data.
 
 ``HumanGate`` is the interface; ``AutoGate`` applies the curator's suggestions without a
-person. The Label Studio gate arrives with step 3 (issue 4). Items a person has not
+person. ``human_gate.label_studio`` is the Label Studio gate. Items a person has not
 decided stay pending: a gate never approves silently.
 """
 
@@ -18,13 +18,16 @@ from human_gate.base import (
     is_consensus,
 )
 
-GATES = ("auto",)
+GATES = ("auto", "label-studio")
 
 
 def make_gate(name: str) -> HumanGate:
-    """The gate called ``name`` (one of ``GATES``)."""
+    """The gate called ``name`` when it needs no server (``auto``); the Label Studio gate
+    needs its server's address and token: ``LabelStudioGate.connect``."""
     if name == "auto":
         return AutoGate()
+    if name in GATES:
+        raise InvalidInputError("gate", f"{name!r} needs a server: build it with its client")
     raise InvalidInputError("gate", f"unknown gate {name!r}", GATES)
 
 

@@ -10,6 +10,7 @@ from human_gate.label_studio.consensus import (
     ConsensusRule,
     Vote,
     agreement_report,
+    consensus_rule,
     resolve,
 )
 from human_gate.label_studio.gate import LabelStudioGate, LabelStudioGateConfig
@@ -34,6 +35,7 @@ __all__ = [
     "RejectReason",
     "Vote",
     "agreement_report",
+    "consensus_rule",
     "labeling_config",
     "parse_annotation",
     "prediction",

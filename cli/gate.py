@@ -1,0 +1,94 @@
+"""``flywheel gate status|sync``: where a round's human review stands."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from cli.output import emit_json, table
+
+if TYPE_CHECKING:
+    from storage import Catalog, RoundInfo
+
+gate_app = typer.Typer(help="The human gate of a round.", no_args_is_help=True)
+
+RoundOpt = Annotated[str | None, typer.Option("--round", help="round id (default: the newest)")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
+
+
+@gate_app.command("status")
+def gate_status(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
+    """Decisions of the round's kept items: pending, approved, corrected, rejected,
+    quarantined, and carried over (pending when the round ended)."""
+    _show(_status(round_id), as_json)
+
+
+@gate_app.command("sync")
+def gate_sync(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
+    """Pull the annotations of the round now, store them, and print the status."""
+    from flows.gates import build_gate
+    from flows.round_stages import gate_items
+    from flows.settings import load_settings
+    from storage import Catalog
+
+    settings = load_settings()
+    with Catalog.open(settings.catalog_path, read_only=True) as catalog:
+        info = _round(catalog, round_id)
+        items = gate_items(
+            catalog.trajectories_of_round(info.id), catalog.curations_of_round(info.id)
+        )
+    gate = build_gate(str(info.config.get("gate", "auto")), settings)
+    result = gate.collect(info.id, items)
+    with Catalog.open(settings.catalog_path) as catalog:
+        catalog.add_reviews(result.reviews)
+    _show(_status(info.id), as_json)
+
+
+def _status(round_id: str | None) -> dict[str, Any]:
+    from contract import ReviewDecision
+    from flows.settings import load_settings
+    from human_gate import final_decisions
+    from storage import Catalog
+
+    with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
+        info = _round(catalog, round_id)
+        kept = {c.trajectory_id for c in catalog.curations_of_round(info.id) if c.kept}
+        decisions = final_decisions(catalog.reviews_of_round(info.id))
+    counts = Counter(decisions[t].decision for t in kept if t in decisions)
+    pending = len(kept - decisions.keys())
+    done = info.status == "done"
+    return {
+        "round_id": info.id,
+        "pending": 0 if done else pending,
+        "approved": counts[ReviewDecision.APPROVE],
+        "corrected": counts[ReviewDecision.CORRECT],
+        "rejected": counts[ReviewDecision.REJECT],
+        "quarantined": counts[ReviewDecision.QUARANTINE],
+        "carried_over": pending if done else 0,
+        "human_reviewed": sum(not decisions[t].automatic for t in kept if t in decisions),
+    }
+
+
+def _round(catalog: Catalog, round_id: str | None) -> RoundInfo:
+    from contract import InvalidInputError
+
+    rounds = catalog.list_rounds()
+    if round_id is None:
+        if not rounds:
+            raise InvalidInputError("round", "the catalog has no round yet: run a round first")
+        return max(rounds, key=lambda r: r.started_at)
+    for info in rounds:
+        if info.id == round_id:
+            return info
+    recent = [r.id for r in sorted(rounds, key=lambda r: r.started_at, reverse=True)[:5]]
+    raise InvalidInputError("round", f"unknown round {round_id!r}", recent)
+
+
+def _show(status: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        emit_json(status)
+        return
+    typer.echo(f"Gate of {status['round_id']}")
+    typer.echo(table(("decision", "items"), [(k, v) for k, v in status.items() if k != "round_id"]))

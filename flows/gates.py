@@ -1,0 +1,84 @@
+"""Human gates built from settings, and waiting for people without losing anything.
+
+``build_gate`` is the one place that turns ``round.gate`` into a gate; ``sync_until``
+pulls decisions until nothing is pending or the deadline passes. Reviews are stored as
+they arrive (idempotent by id), so a crash or a Label Studio restart while a round
+waits loses nothing and applies nothing twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from contract import InvalidInputError, Review
+from flows.settings import FlywheelSettings
+from human_gate import GATES, AutoGate, GateItem, GateUnavailableError, HumanGate
+
+MAX_POLL_S = 60.0
+
+
+def build_gate(name: str, settings: FlywheelSettings) -> HumanGate:
+    """The gate called ``name``: ``auto``, or ``label-studio`` (started when local)."""
+    if name == "auto":
+        return AutoGate()
+    if name == "label-studio":
+        from flows.servers import label_studio_credentials
+        from human_gate.label_studio import (
+            LabelStudioGate,
+            LabelStudioGateConfig,
+            consensus_rule,
+        )
+
+        access = label_studio_credentials(settings.home, settings.label_studio)
+        config = LabelStudioGateConfig(
+            project_prefix=settings.gate.project_prefix,
+            rule=consensus_rule(settings.gate.consensus),
+            min_annotations=settings.gate.min_annotations,
+        )
+        return LabelStudioGate.connect(access.url, access.token, config)
+    raise InvalidInputError("gate", f"unknown gate {name!r}", GATES)
+
+
+@dataclass(frozen=True)
+class SyncOutcome:
+    reviews: tuple[Review, ...]
+    pending: tuple[str, ...]
+    syncs: int
+
+
+def sync_until(
+    gate: HumanGate,
+    round_id: str,
+    items: Sequence[GateItem],
+    store: Callable[[Sequence[Review]], object],
+    *,
+    wait_s: float,
+    poll_s: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    log: Callable[[str], None] = lambda _: None,
+) -> SyncOutcome:
+    """Collect decisions and ``store`` them until nothing is pending or ``wait_s`` passed.
+
+    An unreachable gate is waited for (with the same backoff) until the deadline, then
+    its items count as pending: they are carried over, never approved silently.
+    """
+    deadline = clock() + wait_s
+    delay, syncs = poll_s, 0
+    reviews: tuple[Review, ...] = ()
+    pending: tuple[str, ...] = tuple(i.trajectory_id for i in items)
+    while True:
+        try:
+            result = gate.collect(round_id, items)
+            syncs += 1
+            store(result.reviews)
+            reviews, pending = result.reviews, result.pending
+        except GateUnavailableError as exc:
+            log(f"the gate is unavailable ({exc}); waiting")
+        if not pending or clock() + delay > deadline:
+            return SyncOutcome(reviews=reviews, pending=pending, syncs=syncs)
+        log(f"{len(pending)} item(s) wait for a person; next sync in {delay:.0f} s")
+        sleep(delay)
+        delay = min(delay * 2, MAX_POLL_S)
