@@ -87,3 +87,14 @@ def test_label_studio_secrets_are_checked_but_never_quoted(monkeypatch: pytest.M
     monkeypatch.delenv("FLYWHEEL_LABEL_STUDIO__TOKEN")
     with pytest.raises(FlywheelError, match="url is set but token is not"):
         load_settings()
+
+
+def test_build_gate_knows_both_gates_and_refuses_others() -> None:
+    from flows.gates import build_gate
+    from flows.settings import FlywheelSettings
+    from human_gate import GATES, AutoGate
+
+    assert isinstance(build_gate("auto", FlywheelSettings()), AutoGate)
+    with pytest.raises(FlywheelError, match="auto, label-studio"):
+        build_gate("mturk", FlywheelSettings())
+    assert GATES == ("auto", "label-studio")

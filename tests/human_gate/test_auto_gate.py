@@ -97,9 +97,11 @@ def test_make_gate_knows_auto_and_lists_the_gates() -> None:
     assert isinstance(gate, AutoGate)
     assert gate.name == "auto"
     with pytest.raises(InvalidInputError) as info:
-        make_gate("label-studio")
+        make_gate("mturk")
     assert info.value.field == "gate"
-    assert info.value.allowed == GATES
+    assert info.value.allowed == GATES == ("auto", "label-studio")
+    with pytest.raises(InvalidInputError, match="needs a server"):
+        make_gate("label-studio")
 
 
 def test_a_person_wins_over_the_automatic_review_in_any_order() -> None:

@@ -1,0 +1,93 @@
+"""Waiting for people: ``sync_until`` stores what arrives and gives up at the deadline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from contract import Review, ReviewDecision
+from flows.gates import sync_until
+from human_gate import GateItem, GateResult, GateUnavailableError
+
+
+class StepGate:
+    """A gate whose answers are given in advance, one per sync (a Label Studio stand-in
+    for the timing logic only; the real server is tested in tests/human_gate)."""
+
+    name = "scripted"
+
+    def __init__(self, answers: list[GateResult | Exception]) -> None:
+        self.answers = answers
+        self.calls = 0
+
+    def submit(self, round_id: str, items: Sequence[GateItem]) -> None:
+        return None
+
+    def collect(self, round_id: str, items: Sequence[GateItem]) -> GateResult:
+        answer = self.answers[min(self.calls, len(self.answers) - 1)]
+        self.calls += 1
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def _review(trajectory_id: str) -> Review:
+    return Review(
+        trajectory_id=trajectory_id,
+        round_id="r",
+        decision=ReviewDecision.APPROVE,
+        reviewer="ana@example.com",
+        automatic=False,
+    )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_syncs_until_nothing_is_pending_storing_each_answer() -> None:
+    done = GateResult(reviews=(_review("t1"), _review("t2")))
+    gate = StepGate([GateResult(pending=("t1", "t2")), GateUnavailableError("down"), done])
+    stored: list[Sequence[Review]] = []
+    clock = Clock()
+    outcome = sync_until(
+        gate,
+        "r",
+        [],
+        stored.append,
+        wait_s=100,
+        poll_s=2,
+        sleep=clock.sleep,
+        clock=lambda: clock.now,
+    )
+    assert outcome.pending == () and outcome.syncs == 2 and gate.calls == 3
+    assert stored == [(), done.reviews]
+    assert clock.sleeps == [2, 4]
+
+
+def test_the_deadline_leaves_items_pending_never_approved() -> None:
+    gate = StepGate([GateResult(pending=("t1",))])
+    clock = Clock()
+    outcome = sync_until(
+        gate,
+        "r",
+        [],
+        lambda _: None,
+        wait_s=10,
+        poll_s=2,
+        sleep=clock.sleep,
+        clock=lambda: clock.now,
+    )
+    assert outcome.pending == ("t1",) and outcome.reviews == ()
+    assert sum(clock.sleeps) <= 10
+
+
+def test_no_wait_means_one_sync() -> None:
+    gate = StepGate([GateResult(pending=("t1",))])
+    outcome = sync_until(gate, "r", [], lambda _: None, wait_s=0, poll_s=5)
+    assert gate.calls == 1 and outcome.pending == ("t1",)
