@@ -13,23 +13,26 @@ Figures, never pass or fail.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agents import curator, task_constructor
+from agents import curator, task_constructor, trajectory_collector
 from agents.policies.base import Policy
-from agents.runner import run_episode
-from contract import Outcome, ReviewDecision, TaskSpec, Trajectory
+from contract import ReviewDecision, TaskSpec, Trajectory
 from curation.balance import balance_mix
 from curation.routing import CuratorConfig
-from envs.backend import Backend
 from envs.sandbox import MobileSandbox
 from flows.policies import build_policy
 from flows.round import RoundConfig, resolve_config
-from flows.settings import FlywheelSettings
+from flows.round_stages import local_sandbox
+from flows.settings import FlywheelSettings, load_settings
+
+HOME_ENV = "FLYWHEEL_HOME"
 
 AIM = 1.5
 
@@ -40,24 +43,21 @@ def run_round_benchmark(tasks: int = 2000, seed: int = 0) -> str:
     from flows.servers import prefect_api, resolve_prefect_api
     from storage import Catalog
 
-    with tempfile.TemporaryDirectory(prefix="flywheel-bench-") as tmp:
-        home = Path(tmp)
-        settings = FlywheelSettings(home=home)
+    server_home = load_settings().home  # the Prefect server of the usual state folder
+    with tempfile.TemporaryDirectory(prefix="flywheel-bench-") as tmp, _home(Path(tmp)):
+        settings = load_settings()  # what the flow reads: the same file and environment
         config = resolve_config(settings, tasks=tasks, seed=seed)
-        import os
-
-        os.environ["FLYWHEEL_HOME"] = str(home)
-        api = resolve_prefect_api(Path(".flywheel"), settings.prefect.port)
+        api = resolve_prefect_api(server_home, settings.prefect.port)
         started = time.perf_counter()
         with prefect_api(api):
             summary = flywheel_round(tasks=tasks, seed=seed)
         round_s = time.perf_counter() - started
-        with Catalog.open(home / "catalog.duckdb", read_only=True) as catalog:
+        with Catalog.open(settings.catalog_path, read_only=True) as catalog:
             round_tasks = catalog.tasks_of_round(summary["round_id"])
 
     policy = build_policy(config.policy, settings, config.fault_rate, config.recovery_rate)
     plain_s, plain_counts = _timed(lambda: plain_pipeline(config, settings, policy))
-    episodes_s, _ = _timed(lambda: plain_episodes(round_tasks, config, policy))
+    episodes_s, _ = _timed(lambda: collect_plainly(round_tasks, config, policy))
     counts = summary["counts"]
     lines = [
         f"round of {tasks} planned tasks (seed {seed}); {counts['constructed']} constructed, "
@@ -72,38 +72,40 @@ def run_round_benchmark(tasks: int = 2000, seed: int = 0) -> str:
     return "\n".join(lines)
 
 
+@contextmanager
+def _home(home: Path) -> Iterator[None]:
+    """``FLYWHEEL_HOME`` points at ``home`` for the duration (the flow reads settings)."""
+    before = os.environ.get(HOME_ENV)
+    os.environ[HOME_ENV] = str(home)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(HOME_ENV, None)
+        else:
+            os.environ[HOME_ENV] = before
+
+
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     started = time.perf_counter()
     result = fn()
     return time.perf_counter() - started, result
 
 
-def _leases(config: RoundConfig) -> Callable[[int], Backend]:
-    devices: dict[int, Backend] = {}
-
-    def lease(attempt: int) -> Backend:
-        if attempt not in devices:
-            devices[attempt] = MobileSandbox(
-                backend_fault_rate=config.backend_fault_rate, device=f"sandbox-{attempt}"
-            )
-        return devices[attempt]
-
-    return lease
-
-
-def plain_episodes(tasks: list[TaskSpec], config: RoundConfig, policy: Policy) -> int:
-    """The round's episodes with the collector's retries, in one loop."""
-    lease = _leases(config)
-    runs = 0
-    for task in tasks:
-        for attempt in range(config.max_backend_attempts):
-            trajectory = run_episode(
-                task, lease(attempt), policy, max_steps=config.max_steps, attempt=attempt
-            )
-            runs += 1
-            if trajectory.metadata.outcome is not Outcome.BACKEND_ERROR:
-                break
-    return runs
+def collect_plainly(
+    tasks: Sequence[TaskSpec], config: RoundConfig, policy: Policy
+) -> list[Trajectory]:
+    """The collector's node, called in a loop until no backend retry is left."""
+    run = trajectory_collector.make_run_episodes(
+        lambda attempt: local_sandbox(config.backend_fault_rate, attempt),
+        policy,
+        config.max_steps,
+        config.max_backend_attempts,
+    )
+    state = run({"round_id": "plain", "tasks": list(tasks)})
+    while state.get("pending"):
+        state = run({"round_id": "plain", **state})
+    return state.get("trajectories", [])
 
 
 def plain_pipeline(
@@ -128,16 +130,7 @@ def plain_pipeline(
         open_cells -= state.get("exhausted", frozenset())
         if not open_cells or state["passes"] >= settings.round.max_construct_passes:
             break
-    lease = _leases(config)
-    trajectories: list[Trajectory] = []
-    for task in state["accepted"]:
-        for attempt in range(config.max_backend_attempts):
-            trajectory = run_episode(
-                task, lease(attempt), policy, max_steps=config.max_steps, attempt=attempt
-            )
-            trajectories.append(trajectory)
-            if trajectory.metadata.outcome is not Outcome.BACKEND_ERROR:
-                break
+    trajectories = collect_plainly(state["accepted"], config, policy)
     cfg = CuratorConfig()
     cur: dict[str, Any] = {"round_id": "plain", "trajectories": trajectories}
     for step in (

@@ -13,15 +13,6 @@ rounds_app = typer.Typer(help="Flywheel rounds recorded in the catalog.", no_arg
 datasets_app = typer.Typer(help="Frozen dataset versions.", no_args_is_help=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
-STAGE_COUNTS = (
-    "constructed",
-    "rejected_tasks",
-    "collected",
-    "curated",
-    "approved",
-    "rejected",
-    "in_dataset",
-)
 
 
 def run_round_command(

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,8 +13,8 @@ from uuid import UUID
 import pytest
 
 from storage import Catalog
+from tests.flows.commands import FLYWHEEL, command_env, flywheel_json, run_round
 
-FLYWHEEL = str(Path(sys.executable).parent / "flywheel")
 COUNT_KEYS = {
     "constructed",
     "rejected_tasks",
@@ -28,25 +26,6 @@ COUNT_KEYS = {
 }
 
 
-def _env(home: Path, api: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLYWHEEL_")}
-    return env | {"FLYWHEEL_HOME": str(home), "PREFECT_API_URL": api} | extra
-
-
-def _round(home: Path, api: str, *args: str, **extra: str) -> dict[str, Any]:
-    result = subprocess.run(
-        [FLYWHEEL, "round", *args, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=_env(home, api, **extra),
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    out: dict[str, Any] = json.loads(result.stdout)
-    return out
-
-
 def _catalog_rows(home: Path) -> dict[str, int]:
     with Catalog.open(home / "catalog.duckdb", read_only=True) as catalog:
         return catalog.stats()
@@ -56,7 +35,7 @@ def _catalog_rows(home: Path) -> dict[str, int]:
 def test_a_round_freezes_a_dataset_and_shows_on_the_server(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
-    out = _round(tmp_path, prefect_api_url, "--tasks", "36", "--seed", "3")
+    out = run_round(tmp_path, prefect_api_url, "--tasks", "36", "--seed", "3")
     counts = out["counts"]
     assert set(counts) >= COUNT_KEYS
     assert counts["constructed"] == 36
@@ -76,40 +55,20 @@ def test_a_round_freezes_a_dataset_and_shows_on_the_server(
     keys = {a.key for a in artifacts if str(a.flow_run_id) == out["flow_run_id"]}
     assert {"round-stage-counts", "round-capabilities", "round-summary"} <= keys
 
-    shown = subprocess.run(
-        [FLYWHEEL, "datasets", "show", out["dataset_version"], "--json"],
-        capture_output=True,
-        text=True,
-        env=_env(tmp_path, prefect_api_url),
-        check=True,
-    )
-    dataset = json.loads(shown.stdout)
+    dataset = flywheel_json(tmp_path, prefect_api_url, "datasets", "show", out["dataset_version"])
     assert dataset["size"] == counts["in_dataset"]
     assert dataset["round_id"] == out["round_id"] and dataset["human_reviewed"] == 0
     assert sum(dataset["counts"]["difficulty"].values()) == dataset["size"]
 
-    listed = subprocess.run(
-        [FLYWHEEL, "rounds", "list", "--json"],
-        capture_output=True,
-        text=True,
-        env=_env(tmp_path, prefect_api_url),
-        check=True,
-    )
-    [round_row] = json.loads(listed.stdout)
+    [round_row] = flywheel_json(tmp_path, prefect_api_url, "rounds", "list")
     assert round_row["id"] == out["round_id"] and round_row["status"] == "done"
     assert round_row["dataset_id"] == out["dataset_version"]
     assert round_row["counts"] == counts
-    datasets = subprocess.run(
-        [FLYWHEEL, "datasets", "list", "--json"],
-        capture_output=True,
-        text=True,
-        env=_env(tmp_path, prefect_api_url),
-        check=True,
-    )
-    assert [d["id"] for d in json.loads(datasets.stdout)] == [out["dataset_version"]]
+    datasets = flywheel_json(tmp_path, prefect_api_url, "datasets", "list")
+    assert [d["id"] for d in datasets] == [out["dataset_version"]]
 
     before = _catalog_rows(tmp_path)
-    again = _round(tmp_path, prefect_api_url, "--tasks", "36", "--seed", "3")
+    again = run_round(tmp_path, prefect_api_url, "--tasks", "36", "--seed", "3")
     assert again["round_id"] == out["round_id"]
     assert again["dataset_version"] == out["dataset_version"]
     assert again["counts"] == counts
@@ -126,7 +85,7 @@ def test_a_round_killed_during_collection_resumes_to_the_same_result(
 
     proc = subprocess.Popen(
         [FLYWHEEL, "round", *args, "--json"],
-        env=_env(crashed, prefect_api_url, **settings),
+        env=command_env(crashed, prefect_api_url, **settings),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -144,8 +103,8 @@ def test_a_round_killed_during_collection_resumes_to_the_same_result(
     total = 160 // 4
     assert 3 <= len(list(crashed.glob("rounds/*/shards/*.parquet"))) < total
 
-    resumed = _round(crashed, prefect_api_url, *args, **settings)
-    reference = _round(clean, prefect_api_url, *args, **settings)
+    resumed = run_round(crashed, prefect_api_url, *args, **settings)
+    reference = run_round(clean, prefect_api_url, *args, **settings)
     assert resumed["round_id"] == reference["round_id"]
     assert resumed["counts"] == reference["counts"]
     assert resumed["dataset_version"] == reference["dataset_version"]
@@ -164,7 +123,7 @@ def test_a_round_with_the_openai_policy_keeps_failures_and_secrets_out(
 
     secret = "sk-round-0123456789abcdef"
     with ScriptedChatServer([text_reply("I think I am done.")] * 3) as server:
-        out = _round(
+        out = run_round(
             tmp_path,
             prefect_api_url,
             "--tasks",
@@ -220,8 +179,8 @@ def _server_records(api: str, flow_run_id: str) -> str:
 
 @pytest.mark.slow
 def test_a_second_round_builds_on_the_first(prefect_api_url: str, tmp_path: Path) -> None:
-    first = _round(tmp_path, prefect_api_url, "--tasks", "24", "--seed", "1")
-    second = _round(tmp_path, prefect_api_url, "--tasks", "24", "--seed", "2")
+    first = run_round(tmp_path, prefect_api_url, "--tasks", "24", "--seed", "1")
+    second = run_round(tmp_path, prefect_api_url, "--tasks", "24", "--seed", "2")
     assert second["round_id"] != first["round_id"]
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
         one = catalog.tasks_of_round(first["round_id"])

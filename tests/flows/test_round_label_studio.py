@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,20 +12,11 @@ from label_studio_sdk import LabelStudio
 from contract import ReviewDecision
 from flows.servers import LabelStudioAccess
 from human_gate.label_studio.labeling import OBJECT_NAME, VERDICT
-from tests.flows.test_round import FLYWHEEL, _env, _round
+from tests.flows.commands import flywheel_json, run_round
 
 
 def _gate(home: Path, api: str, command: str, **extra: str) -> dict[str, Any]:
-    result = subprocess.run(
-        [FLYWHEEL, "gate", command, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_env(home, api, **extra),
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    out: dict[str, Any] = json.loads(result.stdout)
+    out: dict[str, Any] = flywheel_json(home, api, "gate", command, **extra)
     return out
 
 
@@ -55,7 +44,9 @@ def test_undecided_items_are_carried_over_then_synced(
         "FLYWHEEL_LABEL_STUDIO__URL": label_studio.url,
         "FLYWHEEL_LABEL_STUDIO__TOKEN": label_studio.token,
     }
-    out = _round(tmp_path, prefect_api_url, "--tasks", "12", "--gate", "label-studio", **settings)
+    out = run_round(
+        tmp_path, prefect_api_url, "--tasks", "12", "--gate", "label-studio", **settings
+    )
     counts = out["counts"]
     assert counts["curated"] > 0
     assert counts["pending"] == counts["curated"], "nobody has annotated: nothing is decided"
