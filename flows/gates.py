@@ -16,8 +16,6 @@ from contract import InvalidInputError, Review
 from flows.settings import FlywheelSettings
 from human_gate import GATES, AutoGate, GateItem, GateUnavailableError, HumanGate
 
-MAX_POLL_S = 60.0
-
 
 def build_gate(name: str, settings: FlywheelSettings) -> HumanGate:
     """The gate called ``name``: ``auto``, or ``label-studio`` (started when local)."""
@@ -56,6 +54,7 @@ def sync_until(
     *,
     wait_s: float,
     poll_s: float,
+    max_poll_s: float = 60.0,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     log: Callable[[str], None] = lambda _: None,
@@ -81,4 +80,4 @@ def sync_until(
             return SyncOutcome(reviews=reviews, pending=pending, syncs=syncs)
         log(f"{len(pending)} item(s) wait for a person; next sync in {delay:.0f} s")
         sleep(delay)
-        delay = min(delay * 2, MAX_POLL_S)
+        delay = min(delay * 2, max_poll_s)

@@ -167,6 +167,7 @@ def gate_task(
         build_gate(gate_name, settings),
         wait_s=settings.gate.wait_s,
         poll_s=settings.gate.poll_s,
+        max_poll_s=settings.gate.max_poll_s,
         log=log.info,
     )
 

@@ -172,6 +172,7 @@ def gate(
     *,
     wait_s: float = 0.0,
     poll_s: float = 5.0,
+    max_poll_s: float = 60.0,
     log: Callable[[str], None] = lambda _: None,
 ) -> list[Review]:
     """Send kept trajectories through the gate, store decisions as they come (for up to
@@ -183,7 +184,16 @@ def gate(
         with Catalog.open(catalog_path(home)) as catalog:
             catalog.add_reviews(reviews)
 
-    sync_until(human_gate, round_id, items, store, wait_s=wait_s, poll_s=poll_s, log=log)
+    sync_until(
+        human_gate,
+        round_id,
+        items,
+        store,
+        wait_s=wait_s,
+        poll_s=poll_s,
+        max_poll_s=max_poll_s,
+        log=log,
+    )
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         return catalog.reviews_of_round(round_id)
 

@@ -175,8 +175,9 @@ class GateSettings(Section):
         description="how long a round waits for people; what is still pending is carried over",
     )
     poll_s: float = Field(
-        default=5.0, gt=0, description="first wait between syncs while waiting (doubles, max 60)"
+        default=5.0, gt=0, description="first wait between syncs while waiting (then doubles)"
     )
+    max_poll_s: float = Field(default=60.0, gt=0, description="the longest wait between two syncs")
 
 
 class PrefectSettings(Section):
