@@ -10,6 +10,7 @@ empty dataset is not frozen.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, Protocol, TypedDict, cast
 
 import openai
@@ -34,6 +35,7 @@ from curation.balance import (
     balance_mix,
     policies_of,
     propose_version,
+    with_reviews,
 )
 from human_gate import final_decisions
 
@@ -126,13 +128,15 @@ def make_report(llm: JsonLLM | None) -> Node:
 
 def make_propose(target: MixTarget) -> Node:
     def propose(state: BalancerState) -> BalancerState:
-        """The dataset version of the weighted members; None when there are none."""
+        """The dataset version of the weighted members, each carrying its final review
+        (masks and corrections included); None when there are none."""
         result = state["result"]
         if not result.members:
             return {"version": None}
+        result = replace(result, members=with_reviews(result.members, state["decisions"]))
         human = state.get("human_reviewed")
         if human is None:
-            human = count_human_reviewed(result, state["decisions"])
+            human = sum(m.human for m in result.members)
         members = {m.trajectory_id for m in result.members}
         policies = policies_of(t for t in state["candidates"] if t.id in members)
         version = propose_version(
@@ -141,11 +145,6 @@ def make_propose(target: MixTarget) -> Node:
         return {"version": version, "human_reviewed": human}
 
     return propose
-
-
-def count_human_reviewed(result: BalanceResult, decisions: dict[str, Review]) -> int:
-    """Members whose final review a person made."""
-    return sum(not decisions[m.trajectory_id].automatic for m in result.members)
 
 
 def rationale_prompt(result: BalanceResult, dropped: dict[str, int]) -> str:

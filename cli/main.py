@@ -185,14 +185,18 @@ def round_(
     backend_fault_rate: Annotated[
         float | None, typer.Option(min=0.0, max=1.0, help="share of tool calls the backend fails")
     ] = None,
-    gate: Annotated[str | None, typer.Option(help="human gate: auto")] = None,
+    gate: Annotated[str | None, typer.Option(help="human gate: auto or label-studio")] = None,
+    approval: Annotated[
+        str | None,
+        typer.Option(help="dataset approval: auto, or person (pauses for the Prefect UI)"),
+    ] = None,
     round_id: Annotated[
         str | None, typer.Option(help="resume this round (default: derived from the config)")
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Run a flywheel round as a Prefect flow: construct, collect, curate, gate, balance,
-    freeze. Rerunning the same round resumes it."""
+    """Run a flywheel round as a Prefect flow: construct, collect, curate, gate, propose,
+    approve, freeze. Rerunning the same round resumes it."""
     run_round_command(
         tasks=tasks,
         seed=seed,
@@ -200,6 +204,7 @@ def round_(
         fault_rate=fault_rate,
         backend_fault_rate=backend_fault_rate,
         gate=gate,
+        approval=approval,
         round_id=round_id,
         as_json=as_json,
     )

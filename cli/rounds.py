@@ -23,6 +23,7 @@ def run_round_command(
     fault_rate: float | None,
     backend_fault_rate: float | None,
     gate: str | None,
+    approval: str | None,
     round_id: str | None,
     as_json: bool,
 ) -> None:
@@ -31,7 +32,7 @@ def run_round_command(
     from flows.policies import POLICIES
     from flows.round import flywheel_round
     from flows.servers import ServerError, http_ok, prefect_api, resolve_prefect_api
-    from flows.settings import load_settings
+    from flows.settings import APPROVAL_MODES, load_settings
     from human_gate import GATES
     from storage import Catalog
 
@@ -39,6 +40,8 @@ def run_round_command(
         raise InvalidInputError("policy", f"unknown policy {policy!r}", POLICIES)
     if gate is not None and gate not in GATES:
         raise InvalidInputError("gate", f"unknown gate {gate!r}", GATES)
+    if approval is not None and approval not in APPROVAL_MODES:
+        raise InvalidInputError("approval", f"unknown approval mode {approval!r}", APPROVAL_MODES)
     settings = load_settings()
     with Catalog.open(settings.catalog_path):
         pass  # a bad state folder or catalog fails here, before any flow run exists
@@ -58,6 +61,7 @@ def run_round_command(
             fault_rate=fault_rate,
             backend_fault_rate=backend_fault_rate,
             gate_name=gate,
+            approval=approval,
             round_id=round_id,
         )
     ui = api.removesuffix("/api")
@@ -68,6 +72,7 @@ def run_round_command(
                 "round_id": summary["round_id"],
                 "flow_run_id": summary["flow_run_id"],
                 "dataset_version": summary["dataset_version"],
+                "approval": summary["approval"],
                 "counts": summary["counts"],
                 "capabilities": summary["capabilities"],
                 "prefect_ui": run_url,
@@ -86,7 +91,8 @@ def _round_text(summary: dict[str, Any], run_url: str) -> str:
     counts = summary["counts"]
     lines = [
         f"Round {summary['round_id']} is done.",
-        f"Dataset version: {summary['dataset_version'] or 'none (nothing was approved)'}",
+        f"Dataset version: {summary['dataset_version'] or 'none'}",
+        _approval_text(summary["approval"]),
         "",
         table(("stage", "count"), list(counts.items())),
         "",
@@ -98,6 +104,13 @@ def _round_text(summary: dict[str, Any], run_url: str) -> str:
         f"Prefect UI (flow run, its tasks, logs and the summary artifacts): {run_url}",
     ]
     return "\n".join(lines)
+
+
+def _approval_text(approval: dict[str, Any] | None) -> str:
+    if approval is None:
+        return "Nothing was approved by the gate: no version was proposed."
+    how = "automatically" if approval["automatic"] else f"by {approval['approver']}"
+    return f"Proposal {approval['dataset_id']} {approval['decision']}d {how}."
 
 
 @rounds_app.command("list")

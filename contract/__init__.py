@@ -20,7 +20,9 @@ from contract.actions import (
 )
 from contract.base import IdentifiedRecord, Record, canonical_json, content_hash
 from contract.curation import (
+    ApprovalDecision,
     CurationRecord,
+    DatasetApproval,
     DatasetMember,
     DatasetVersion,
     DropReason,
@@ -80,6 +82,7 @@ __all__ = [
     "ActionOrderCheck",
     "ActionPattern",
     "AnswerCheck",
+    "ApprovalDecision",
     "Capability",
     "Check",
     "CheckResult",
@@ -88,6 +91,7 @@ __all__ = [
     "Condition",
     "Cost",
     "CurationRecord",
+    "DatasetApproval",
     "DatasetMember",
     "DatasetVersion",
     "Difficulty",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import ClassVar
 
-from pydantic import Field, JsonValue
+from pydantic import AwareDatetime, Field, JsonValue
 
 from contract.base import IdentifiedRecord, Record
 from contract.enums import FailureType
@@ -123,9 +123,21 @@ class MixTarget(Record):
 
 
 class DatasetMember(Record):
+    """A trajectory in a dataset version, with what the gate decided about it."""
+
     trajectory_id: str
     task_id: str
     weight: float = Field(gt=0.0, description="sampling weight towards the target mix")
+    decision: ReviewDecision = Field(
+        default=ReviewDecision.APPROVE, description="approve, or correct (with a correction)"
+    )
+    human: bool = Field(default=False, description="a person made the final decision")
+    masked_steps: tuple[int, ...] = Field(
+        default=(), description="steps a person marked erroneous: left out of the SFT loss"
+    )
+    correction: str | None = Field(
+        default=None, description="a person's corrected final answer or note"
+    )
 
 
 class DatasetVersion(IdentifiedRecord):
@@ -143,3 +155,31 @@ class DatasetVersion(IdentifiedRecord):
     )
     policies: tuple[str, ...] = Field(description="name@version of the generating policies")
     human_reviewed: int = Field(ge=0)
+
+
+class ApprovalDecision(StrEnum):
+    APPROVE = "approve"
+    REJECT = "reject"
+
+
+class DatasetApproval(Record):
+    """The decision to freeze a proposed dataset version, or not: by whom, when, on what.
+
+    ``content_hash`` and ``target`` pin what was approved: the members with their weights,
+    masks and corrections, and the sampling configuration that weighed them.
+    """
+
+    dataset_id: str
+    round_id: str
+    content_hash: str
+    target: MixTarget
+    decision: ApprovalDecision
+    approver: str = Field(min_length=1, description="a person's name, or 'auto'")
+    automatic: bool
+    decided_at: AwareDatetime
+    comment: str = ""
+    flow_run_id: str | None = None
+
+    @property
+    def approved(self) -> bool:
+        return self.decision is ApprovalDecision.APPROVE

@@ -27,6 +27,8 @@ from contract import (
     InvalidInputError,
     MixTarget,
     Outcome,
+    Review,
+    ReviewDecision,
     Split,
     Trajectory,
     content_hash,
@@ -303,8 +305,33 @@ def _rake(
 
 
 def dataset_content_hash(members: Iterable[DatasetMember]) -> str:
-    """Digest of the members' (trajectory id, weight) pairs, whatever their order."""
-    return content_hash(sorted((m.trajectory_id, m.weight) for m in members))
+    """Digest of what training sees of the members (weights, decisions, masks,
+    corrections), whatever their order."""
+    rows = sorted((m.model_dump(mode="json") for m in members), key=lambda m: m["trajectory_id"])
+    return content_hash(rows)
+
+
+def with_reviews(
+    members: Iterable[DatasetMember], decisions: Mapping[str, Review]
+) -> tuple[DatasetMember, ...]:
+    """The members carrying their final review: decision, whether a person made it, the
+    steps a person marked erroneous, and a correction's note."""
+    out = []
+    for member in members:
+        review = decisions[member.trajectory_id]
+        out.append(
+            member.model_copy(
+                update={
+                    "decision": review.decision,
+                    "human": not review.automatic,
+                    "masked_steps": tuple(sorted(set(review.erroneous_steps))),
+                    "correction": review.note
+                    if review.decision is ReviewDecision.CORRECT
+                    else None,
+                }
+            )
+        )
+    return tuple(out)
 
 
 def propose_version(

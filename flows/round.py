@@ -1,4 +1,4 @@
-"""``flywheel_round``: plan → construct → collect → curate → gate → balance → freeze.
+"""``flywheel_round``: plan → construct → collect → curate → gate → propose → approve → freeze.
 
 Thin Prefect orchestration over the agents. Every stage stores what it made in the
 catalog before the round moves on, so a round is resumable: rerunning a round id skips
@@ -24,6 +24,8 @@ from pydantic import BaseModel, Field
 
 from contract import (
     CurationRecord,
+    DatasetApproval,
+    DatasetVersion,
     FlywheelError,
     GenerationPlan,
     InvalidInputError,
@@ -35,9 +37,17 @@ from contract import (
     default_plan,
 )
 from flows import round_stages as stages
+from flows.approval import Proposal, request_approval
 from flows.gates import build_gate
 from flows.round_stages import STAGES, RoundSummary
-from flows.settings import FlywheelSettings, GateName, PolicyName, agent_llm, load_settings
+from flows.settings import (
+    ApprovalMode,
+    FlywheelSettings,
+    GateName,
+    PolicyName,
+    agent_llm,
+    load_settings,
+)
 from storage import Catalog
 
 Share = Annotated[float, Field(ge=0, le=1)]
@@ -157,7 +167,7 @@ def gate_task(
     curations: Sequence[CurationRecord],
     gate_name: str,
     settings: FlywheelSettings,
-) -> list[Review]:
+) -> stages.GateOutcome:
     log = get_run_logger()
     return stages.gate(
         home,
@@ -172,17 +182,31 @@ def gate_task(
     )
 
 
-@task(name="balance-and-freeze", cache_policy=NO_CACHE, retries=1)
-def balance_task(
+@task(name="propose-dataset", cache_policy=NO_CACHE, retries=1)
+def propose_task(
     home: Path,
     round_id: str,
     trajectories: Sequence[Trajectory],
     reviews: Sequence[Review],
     settings: FlywheelSettings,
     target: MixTarget,
-) -> str | None:
+) -> Proposal | None:
     llm = agent_llm(settings, "balancer")
-    return stages.balance_and_freeze(home, round_id, trajectories, reviews, target, llm)
+    proposal = stages.propose_dataset(home, round_id, trajectories, reviews, target, llm)
+    if proposal is not None:
+        from prefect.artifacts import create_markdown_artifact
+
+        create_markdown_artifact(
+            key="dataset-proposal",
+            markdown=proposal.markdown(),
+            description=f"The dataset version {round_id} proposes",
+        )
+    return proposal
+
+
+@task(name="freeze-dataset", cache_policy=NO_CACHE, retries=1)
+def decide_task(home: Path, version: DatasetVersion, approval: DatasetApproval) -> str | None:
+    return stages.decide_dataset(home, version, approval)
 
 
 @flow(name="flywheel_round", log_prints=True, persist_result=False)
@@ -193,11 +217,17 @@ def flywheel_round(
     fault_rate: Share | None = None,
     backend_fault_rate: Share | None = None,
     gate_name: GateName | None = None,
+    approval: ApprovalMode | None = None,
     round_id: str | None = None,
 ) -> dict[str, Any]:
     """One flywheel round. Unset parameters come from settings; ``round_id`` resumes a
-    round (by default the id is derived from the round's configuration)."""
+    round (by default the id is derived from the round's configuration). ``approval``
+    ``person`` pauses the round until someone approves its dataset in the Prefect UI."""
     settings = load_settings()
+    if approval is not None:
+        settings = settings.model_copy(
+            update={"approval": settings.approval.model_copy(update={"mode": approval})}
+        )
     config = resolve_config(
         settings,
         tasks=tasks,
@@ -260,20 +290,67 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
         curations = curate_task(home, round_id, quote(trajectories), settings)
         _mark(settings, round_id, "curate")
     if "gate" in done:
-        reviews = stored.reviews()
+        gated = stored.gate_outcome()
     else:
-        reviews = gate_task(
+        gated = gate_task(
             home, round_id, quote(trajectories), quote(curations), config.gate, settings
         )
         _mark(settings, round_id, "gate")
     if "balance" not in done:
-        balance_task(home, round_id, quote(trajectories), quote(reviews), settings, config.target)
+        _propose_and_decide(settings, round_id, config, trajectories, gated, run_id)
         _mark(settings, round_id, "balance")
 
-    summary = stages.summarize(home, round_id, run_id, tasks, trajectories, curations, reviews)
+    summary = stages.summarize(home, round_id, run_id, tasks, trajectories, curations, gated)
     publish_summary(summary)
     log.info("round %s done: dataset %s", round_id, summary.dataset_version)
     return summary
+
+
+def _propose_and_decide(
+    settings: FlywheelSettings,
+    round_id: str,
+    config: RoundConfig,
+    trajectories: Sequence[Trajectory],
+    gated: stages.GateOutcome,
+    run_id: str | None,
+) -> None:
+    """Propose the dataset version, have it approved (or not), and freeze it if so.
+
+    The pause for a person happens here, in the flow itself, not inside a task: Prefect
+    pauses flow runs. A decision stored by an earlier run of the round stands.
+    """
+    log = get_run_logger()
+    home = settings.home
+    candidates = [*trajectories, *gated.carried_in]
+    proposal = propose_task(
+        home, round_id, quote(candidates), quote(gated.reviews), settings, config.target
+    )
+    if proposal is None:
+        log.info("nothing approved: no dataset version to propose")
+        return
+    version = proposal.version
+    approval = stages.stored_approval(home, version.id)
+    if approval is None:
+        if settings.approval.mode == "person":
+            log.info(
+                "dataset version %s waits for a person: approve or reject it with Resume at %s",
+                version.id,
+                flow_run.ui_url or "the Prefect UI (this flow run)",
+            )
+        approval = request_approval(
+            proposal,
+            settings.approval.mode,
+            timeout_s=settings.approval.timeout_s,
+            poll_s=settings.approval.poll_s,
+            flow_run_id=run_id,
+        )
+    decide_task(home, version, approval)
+    log.info(
+        "dataset version %s: %s by %s",
+        version.id,
+        "approved" if approval.approved else "rejected",
+        approval.approver,
+    )
 
 
 class StoredRound:
@@ -295,9 +372,15 @@ class StoredRound:
         with Catalog.open(self._path, read_only=True) as catalog:
             return catalog.curations_of_round(self._round)
 
-    def reviews(self) -> list[Review]:
+    def gate_outcome(self) -> stages.GateOutcome:
         with Catalog.open(self._path, read_only=True) as catalog:
-            return catalog.reviews_of_round(self._round)
+            carried_in = catalog.settled_into(self._round)
+            return stages.GateOutcome(
+                reviews=catalog.reviews_of_round(self._round)
+                + catalog.reviews_of_trajectories([t.id for t in carried_in]),
+                carried_in=carried_in,
+                carried_out=catalog.carried_out_of(self._round),
+            )
 
 
 def _collect(

@@ -10,12 +10,13 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from agents.balancer import balance
+from agents.balancer import run_balancer
 from agents.curator import curate as run_curator
 from agents.llm import JsonLLM
 from agents.task_constructor import construct_tasks, what_it_asks
@@ -23,6 +24,8 @@ from agents.trajectory_collector import collect_shard
 from contract import (
     Capability,
     CurationRecord,
+    DatasetApproval,
+    DatasetVersion,
     GenerationPlan,
     MixTarget,
     Outcome,
@@ -35,10 +38,11 @@ from contract import (
 from curation.routing import CuratorConfig
 from envs.backend import Backend
 from envs.sandbox import MobileSandbox
+from flows.approval import Proposal
 from flows.gates import sync_until
 from flows.policies import build_policy
 from flows.settings import CurationSettings, FlywheelSettings, catalog_path
-from human_gate import GateItem, HumanGate, final_decisions
+from human_gate import GateItem, GateUnavailableError, HumanGate, final_decisions
 from storage import Catalog
 from storage.shards import (
     list_shards,
@@ -163,6 +167,17 @@ def curate(
     return records
 
 
+@dataclass(frozen=True)
+class GateOutcome:
+    """What the gate stage leaves for balancing: every review of the round's items, and
+    items carried over from earlier rounds that were decided during this one."""
+
+    reviews: list[Review]
+    carried_in: list[Trajectory]
+    carried_out: int
+    """Items of this round still undecided: carried over to the next round."""
+
+
 def gate(
     home: Path,
     round_id: str,
@@ -174,9 +189,10 @@ def gate(
     poll_s: float = 5.0,
     max_poll_s: float = 60.0,
     log: Callable[[str], None] = lambda _: None,
-) -> list[Review]:
-    """Send kept trajectories through the gate, store decisions as they come (for up to
-    ``wait_s``), and return every review of the round. Undecided items stay pending."""
+) -> GateOutcome:
+    """Send kept trajectories through the gate and store decisions as they come (for up
+    to ``wait_s``); then take up items earlier rounds carried over, and carry over what
+    is still undecided. Nothing undecided is ever approved."""
     items = gate_items(trajectories, curations)
     human_gate.submit(round_id, items)
 
@@ -184,7 +200,7 @@ def gate(
         with Catalog.open(catalog_path(home)) as catalog:
             catalog.add_reviews(reviews)
 
-    sync_until(
+    outcome = sync_until(
         human_gate,
         round_id,
         items,
@@ -194,8 +210,48 @@ def gate(
         max_poll_s=max_poll_s,
         log=log,
     )
+    carried_in = take_up_carried(home, round_id, human_gate, store, log)
+    with Catalog.open(catalog_path(home)) as catalog:
+        catalog.carry_over(round_id, human_gate.name, outcome.pending)
+        reviews = catalog.reviews_of_round(round_id)
+        carried_reviews = catalog.reviews_of_trajectories([t.id for t in carried_in])
+    if outcome.pending:
+        log(f"{len(outcome.pending)} item(s) undecided: carried over to the next round")
+    return GateOutcome(reviews + carried_reviews, carried_in, len(outcome.pending))
+
+
+def take_up_carried(
+    home: Path,
+    round_id: str,
+    human_gate: HumanGate,
+    store: Callable[[Sequence[Review]], None],
+    log: Callable[[str], None] = lambda _: None,
+) -> list[Trajectory]:
+    """Ask ``human_gate`` once more about the items earlier rounds carried over to it,
+    store the decisions, and settle the decided items into ``round_id``. Returns the
+    settled items (a rerun of the round returns those it settled before, too)."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        return catalog.reviews_of_round(round_id)
+        carried = catalog.carried_into(round_id, human_gate.name)
+    if not carried.trajectories:
+        return []
+    by_round: dict[str, list[GateItem]] = {}
+    for item in gate_items(carried.trajectories, carried.curations):
+        by_round.setdefault(carried.from_round[item.trajectory_id], []).append(item)
+    decided: list[str] = []
+    for earlier, items in sorted(by_round.items()):
+        try:
+            result = human_gate.collect(earlier, items)
+        except GateUnavailableError as exc:
+            log(f"items carried over from {earlier} stay carried: {exc}")
+            continue
+        store(result.reviews)
+        waiting = set(result.pending)
+        decided += [i.trajectory_id for i in items if i.trajectory_id not in waiting]
+    with Catalog.open(catalog_path(home)) as catalog:
+        settled = catalog.settle_carry_over(round_id, decided)
+        taken = catalog.settled_into(round_id)
+    log(f"{settled} item(s) carried over from earlier rounds were decided")
+    return taken
 
 
 def gate_items(
@@ -206,30 +262,42 @@ def gate_items(
     return [GateItem(trajectory=by_id[c.trajectory_id], curation=c) for c in curations if c.kept]
 
 
-def balance_and_freeze(
+def propose_dataset(
     home: Path,
     round_id: str,
     trajectories: Sequence[Trajectory],
     reviews: Sequence[Review],
     target: MixTarget,
     llm: JsonLLM | None = None,
-) -> str | None:
-    """Weigh the approved successes towards the target mix and freeze the version."""
+) -> Proposal | None:
+    """Weigh the approved successes towards the target mix: the version to approve, or
+    None when nothing is approved."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         parent = _parent(catalog, round_id)
-    version = balance(
-        round_id=round_id,
-        parent=parent,
-        trajectories=list(trajectories),
-        reviews=list(reviews),
-        target=target,
-        llm=llm,
-    )
+    state = run_balancer(round_id, trajectories, reviews, target, parent=parent, llm=llm)
+    version = state["version"]
     if version is None:
         return None
+    return Proposal(
+        version=version,
+        rows=tuple(state["report"]),
+        shortfalls=tuple(state["shortfalls"]),
+        dropped=dict(state["dropped"]),
+        rationale=state.get("rationale"),
+    )
+
+
+def stored_approval(home: Path, dataset_id: str) -> DatasetApproval | None:
+    """A decision made on this exact proposal before (a rerun does not ask again)."""
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        return catalog.dataset_approval(dataset_id)
+
+
+def decide_dataset(home: Path, version: DatasetVersion, approval: DatasetApproval) -> str | None:
+    """Store the decision; freeze the version when approved. Its id, or None."""
     with Catalog.open(catalog_path(home)) as catalog:
-        catalog.freeze_dataset(version)
-    return version.id
+        decided = catalog.decide_dataset(version, approval)
+    return version.id if decided.approved else None
 
 
 def _parent(catalog: Catalog, round_id: str) -> str | None:
@@ -253,12 +321,19 @@ class RoundSummary(BaseModel):
     round_id: str
     flow_run_id: str | None
     dataset_version: str | None
+    approval: dict[str, Any] | None = None
+    """Who decided on the proposed version, how and when (None: nothing was proposed)."""
     counts: dict[str, int]
     capabilities: list[CapabilityRow]
 
     def markdown(self) -> str:
         lines = [f"# Round `{self.round_id}`", ""]
-        lines.append(f"Dataset version: `{self.dataset_version or 'none (nothing approved)'}`")
+        lines.append(f"Dataset version: `{self.dataset_version or 'none'}`")
+        if self.approval:
+            lines.append(
+                f"Proposal {self.approval['decision']}d by {self.approval['approver']} "
+                f"at {self.approval['decided_at']}"
+            )
         lines += ["", "| stage | count |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in self.counts.items()]
         lines += ["", "| capability | tasks | trajectories | successes | approved | in dataset |"]
@@ -278,11 +353,13 @@ def summarize(
     tasks: Sequence[TaskSpec],
     trajectories: Sequence[Trajectory],
     curations: Sequence[CurationRecord],
-    reviews: Sequence[Review],
+    gated: GateOutcome,
 ) -> RoundSummary:
     """Counts per stage and per capability; marks the round done in the catalog."""
-    decisions = final_decisions(reviews)
+    kept = {c.trajectory_id for c in curations if c.kept}
+    decisions = {t: r for t, r in final_decisions(gated.reviews).items() if t in kept}
     approved = {t for t, r in decisions.items() if r.decision in APPROVED}
+    carried_decisions = final_decisions(r for r in gated.reviews if r.trajectory_id not in kept)
     with Catalog.open(catalog_path(home)) as catalog:
         rejected_tasks = len(catalog.rejections_of_round(round_id))
         dataset_id = _dataset_of(catalog, round_id)
@@ -291,6 +368,7 @@ def summarize(
             if dataset_id
             else set()
         )
+        approval = _approval_of_round(catalog, round_id, dataset_id)
         counts = {
             "constructed": len(tasks),
             "rejected_tasks": rejected_tasks,
@@ -298,10 +376,12 @@ def summarize(
             "backend_errors": sum(
                 t.metadata.outcome is Outcome.BACKEND_ERROR for t in trajectories
             ),
-            "curated": sum(c.kept for c in curations),
+            "curated": len(kept),
             "approved": len(approved),
-            "rejected": sum(r.decision not in APPROVED for r in decisions.values()),
-            "pending": sum(c.kept for c in curations) - len(decisions),
+            "rejected": len(decisions) - len(approved),
+            "pending": len(kept) - len(decisions),
+            "carried_in": len(gated.carried_in),
+            "carried_in_approved": sum(r.decision in APPROVED for r in carried_decisions.values()),
             "in_dataset": len(members),
         }
         catalog.finish_round(
@@ -311,8 +391,23 @@ def summarize(
         round_id=round_id,
         flow_run_id=flow_run_id,
         dataset_version=dataset_id,
+        approval=approval,
         counts=counts,
         capabilities=_capability_rows(tasks, trajectories, approved, members),
+    )
+
+
+def _approval_of_round(
+    catalog: Catalog, round_id: str, dataset_id: str | None
+) -> dict[str, Any] | None:
+    """The decision on the round's proposal: its frozen version's, or a rejection's."""
+    approval = catalog.dataset_approval(dataset_id) if dataset_id else None
+    if approval is None:
+        approval = catalog.round_approval(round_id)
+    if approval is None:
+        return None
+    return approval.model_dump(
+        mode="json", include={"dataset_id", "decision", "approver", "automatic", "decided_at"}
     )
 
 

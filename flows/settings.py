@@ -29,6 +29,8 @@ CONFIG_ENV = "FLYWHEEL_CONFIG"
 DEFAULT_CONFIG = Path("flywheel.toml")
 PolicyName = Literal["scripted", "openai"]
 GateName = Literal["auto", "label-studio"]
+ApprovalMode = Literal["auto", "person"]
+APPROVAL_MODES: tuple[ApprovalMode, ...] = ("auto", "person")
 _LOCAL_TOKEN = re.compile(r"[0-9a-fA-F]{40}")
 
 
@@ -180,6 +182,20 @@ class GateSettings(Section):
     max_poll_s: float = Field(default=60.0, gt=0, description="the longest wait between two syncs")
 
 
+class ApprovalSettings(Section):
+    """Who approves a proposed dataset version before it is frozen for training."""
+
+    mode: ApprovalMode = Field(
+        default="auto",
+        description="auto: recorded as an automatic approval; person: the round pauses "
+        "until someone approves or rejects it in the Prefect UI",
+    )
+    timeout_s: float = Field(
+        default=86_400, ge=1, description="how long a paused round waits for the decision"
+    )
+    poll_s: float = Field(default=5.0, gt=0, description="how often a paused round looks")
+
+
 class PrefectSettings(Section):
     port: int = Field(default=4200, ge=1024, le=65535, description="local Prefect server port")
 
@@ -240,6 +256,7 @@ class FlywheelSettings(BaseSettings):
     label_studio: LabelStudioSettings = Field(default_factory=LabelStudioSettings)
     agent_llm: AgentLLMSettings = Field(default_factory=AgentLLMSettings)
     gate: GateSettings = Field(default_factory=GateSettings)
+    approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
 
     @classmethod
     def settings_customise_sources(

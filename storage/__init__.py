@@ -1,7 +1,7 @@
 """Storage: the DuckDB catalog, Parquet shards and the artifact store."""
 
 from storage.artifacts import ArtifactStore
-from storage.catalog import Catalog, DatasetSummary, RoundInfo
+from storage.catalog import CarriedItems, Catalog, DatasetSummary, RoundInfo
 from storage.errors import CatalogError, UnknownIdError
 from storage.ingest import IngestReport
 from storage.migrations import SCHEMA_VERSION
@@ -17,6 +17,7 @@ from storage.shards import (
 __all__ = [
     "SCHEMA_VERSION",
     "ArtifactStore",
+    "CarriedItems",
     "Catalog",
     "CatalogError",
     "DatasetSummary",

@@ -23,6 +23,7 @@ import orjson
 
 from contract import (
     CurationRecord,
+    DatasetApproval,
     DatasetVersion,
     RejectedTask,
     Review,
@@ -30,7 +31,7 @@ from contract import (
     TaskSpec,
     Trajectory,
 )
-from storage import datasets, ingest
+from storage import carry_over, datasets, ingest
 from storage.errors import CatalogError, UnknownIdError
 from storage.ingest import IngestReport
 from storage.migrations import SCHEMA_VERSION, migrate, schema_version
@@ -61,7 +62,9 @@ TABLES = (
     "reviews",
     "dataset_versions",
     "dataset_members",
+    "dataset_approvals",
     "shards",
+    "carry_over",
 )
 
 _DIRECT_CHECKPOINT = "1MB"
@@ -82,6 +85,16 @@ class RoundInfo:
     counts: dict[str, int]
     started_at: datetime
     finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CarriedItems:
+    """Items carried over from earlier rounds, with their curation and their round."""
+
+    trajectories: list[Trajectory]
+    curations: list[CurationRecord]
+    from_round: dict[str, str]
+    """Trajectory id -> the round it was collected and first gated in."""
 
 
 @dataclass(frozen=True)
@@ -383,7 +396,78 @@ class Catalog:
             ).fetchall()
         return [Review.model_validate_json(record) for (record,) in rows]
 
+    def reviews_of_trajectories(self, trajectory_ids: Sequence[str]) -> list[Review]:
+        """Gate decisions on ``trajectory_ids``, whatever their round, in recorded order."""
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT record FROM reviews WHERE list_contains(?, trajectory_id) "
+                "ORDER BY created_at, rowid",
+                [sorted(set(trajectory_ids))],
+            ).fetchall()
+        return [Review.model_validate_json(record) for (record,) in rows]
+
+    # -- carried-over items -------------------------------------------------------------
+
+    def carry_over(self, round_id: str, gate: str, trajectory_ids: Sequence[str]) -> int:
+        """Record items of ``round_id`` left undecided by ``gate``; the number new."""
+        with self._write() as con:
+            return carry_over.carry(con, round_id, gate, trajectory_ids)
+
+    def carried_into(self, round_id: str, gate: str) -> CarriedItems:
+        """Items of earlier rounds through ``gate`` that ``round_id`` takes up: the open
+        ones, and those it settled in an earlier run of itself."""
+        with self._connect() as con:
+            origin = carry_over.taken_up(con, round_id, gate)
+            where = f"t.id IN ({carry_over.OPEN_OR_SETTLED_IN})"
+            params = [gate, round_id, round_id]
+            trajectories = _load_trajectories(con, where, params)
+            rows = con.execute(
+                "SELECT record FROM curations WHERE list_contains(?, trajectory_id) "
+                "ORDER BY trajectory_id",
+                [list(origin)],
+            ).fetchall()
+        curations = [CurationRecord.model_validate_json(record) for (record,) in rows]
+        return CarriedItems(trajectories, curations, origin)
+
+    def settle_carry_over(self, round_id: str, trajectory_ids: Sequence[str]) -> int:
+        """Mark carried items decided during ``round_id``; the number newly settled."""
+        with self._write() as con:
+            return carry_over.settle(con, round_id, trajectory_ids)
+
+    def settled_into(self, round_id: str) -> list[Trajectory]:
+        """Carried items that were decided during ``round_id``, by id."""
+        with self._connect() as con:
+            return _load_trajectories(con, f"t.id IN ({carry_over.SETTLED_IN})", [round_id])
+
+    def carried_out_of(self, round_id: str, *, open_only: bool = False) -> int:
+        """Items of ``round_id`` carried over to later rounds (``open_only``: those no
+        later round has settled yet)."""
+        with self._connect() as con:
+            return carry_over.carried_out(con, round_id, open_only=open_only)
+
     # -- datasets -----------------------------------------------------------------------
+
+    def decide_dataset(self, version: DatasetVersion, approval: DatasetApproval) -> DatasetApproval:
+        """Store the decision on a proposed version, freezing it when approved, in one
+        transaction. The first decision stands: it is returned, and deciding again
+        changes nothing. Refuses (InvalidInputError) an approval of other content."""
+        with self._write() as con:
+            return datasets.decide(con, version, approval)
+
+    def round_approval(self, round_id: str) -> DatasetApproval | None:
+        """The latest decision on a version ``round_id`` proposed, frozen or not."""
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT record FROM dataset_approvals WHERE round_id = ? "
+                "ORDER BY decided_at DESC, rowid DESC LIMIT 1",
+                [round_id],
+            ).fetchall()
+        return DatasetApproval.model_validate_json(rows[0][0]) if rows else None
+
+    def dataset_approval(self, dataset_id: str) -> DatasetApproval | None:
+        """The decision on the proposed version ``dataset_id``, if one was made."""
+        with self._connect() as con:
+            return datasets.approval_of(con, dataset_id)
 
     def freeze_dataset(self, version: DatasetVersion) -> bool:
         """Store a dataset version; True if it is new. A version is immutable: the same id
@@ -418,11 +502,12 @@ class Catalog:
 
     def dataset_summary(self, dataset_id: str) -> dict[str, Any]:
         """A JSON-ready description of a dataset version: ``id, round_id, parent,
-        content_hash, size, counts, human_reviewed, lineage, target, achieved,
-        created_at``. ``counts`` has member counts per capability (a task counts under
+        content_hash, size, counts, human_reviewed, lineage, target, achieved, review,
+        approval, created_at``. ``counts`` has member counts per capability (a task counts under
         each of its capabilities), difficulty and outcome (a recovered success counts as
         ``recovery``); ``lineage`` has the round, policies and sorted task and trajectory
-        ids."""
+        ids; ``review`` counts corrected, person-decided, masked and corrected members;
+        ``approval`` is who approved the version, when, and how."""
         with self._connect() as con:
             return datasets.summary(con, dataset_id)
 

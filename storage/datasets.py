@@ -1,4 +1,4 @@
-"""Dataset versions in the catalog: the checks before freezing, and their summaries."""
+"""Dataset versions in the catalog: the checks before freezing, approvals, summaries."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from contract import DatasetVersion, InvalidInputError, Split
+from contract import DatasetApproval, DatasetVersion, InvalidInputError, Split
 from storage.errors import UnknownIdError
 from storage.rows import MEMBER_SCHEMA, dataset_record_json, member_rows
 from storage.sql import RECENT, dicts, now, recent_ids, scalar
@@ -44,6 +44,51 @@ def freeze(con: duckdb.DuckDBPyConnection, version: DatasetVersion) -> bool:
         ],
     )
     return True
+
+
+def decide(
+    con: duckdb.DuckDBPyConnection, version: DatasetVersion, approval: DatasetApproval
+) -> DatasetApproval:
+    """Store ``approval`` of the proposed ``version`` and, when it approves, freeze the
+    version, inside the caller's transaction. The first decision on a version stands:
+    deciding again returns the stored one and changes nothing."""
+    if approval.dataset_id != version.id or approval.content_hash != version.content_hash:
+        raise InvalidInputError(
+            "approval",
+            f"it is for {approval.dataset_id} ({approval.content_hash}), "
+            f"not for {version.id} ({version.content_hash})",
+        )
+    if approval.round_id != version.round_id or approval.target != version.target:
+        raise InvalidInputError(
+            "approval", f"its round or sampling target differs from {version.id}'s"
+        )
+    stored = approval_of(con, version.id)
+    if stored is not None:
+        return stored
+    if approval.approved:
+        freeze(con, version)
+    con.execute(
+        "INSERT INTO dataset_approvals (dataset_id, round_id, decision, approver, automatic, "
+        "decided_at, record) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            approval.dataset_id,
+            approval.round_id,
+            approval.decision.value,
+            approval.approver,
+            approval.automatic,
+            approval.decided_at.astimezone(UTC).replace(tzinfo=None),
+            approval.to_json().decode(),
+        ],
+    )
+    return approval
+
+
+def approval_of(con: duckdb.DuckDBPyConnection, dataset_id: str) -> DatasetApproval | None:
+    """The decision on the proposed version ``dataset_id``, if one was made."""
+    rows = con.execute(
+        "SELECT record FROM dataset_approvals WHERE dataset_id = ?", [dataset_id]
+    ).fetchall()
+    return DatasetApproval.model_validate_json(rows[0][0]) if rows else None
 
 
 def _check_members(con: duckdb.DuckDBPyConnection) -> None:
@@ -83,7 +128,8 @@ def load(con: duckdb.DuckDBPyConnection, dataset_id: str) -> DatasetVersion:
     record = _record(con, dataset_id)
     members = dicts(
         con,
-        "SELECT trajectory_id, task_id, weight FROM dataset_members "
+        "SELECT trajectory_id, task_id, weight, decision, human, masked_steps, correction "
+        "FROM dataset_members "
         "WHERE dataset_id = ? ORDER BY position",
         [dataset_id],
     )
@@ -108,8 +154,36 @@ def summary(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, Any]:
         "lineage": {"round": record["round_id"], "policies": record["policies"], **lineage},
         "target": record["target"],
         "achieved": record["achieved"],
+        "review": _review_counts(con, dataset_id),
+        "approval": _approval_json(con, dataset_id),
         "created_at": created_at.replace(tzinfo=UTC).isoformat(),
     }
+
+
+def _review_counts(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, int]:
+    """Members corrected, decided by a person, and carrying masked steps or a correction."""
+    ((corrected, human, masked, with_correction),) = con.execute(
+        "SELECT count(*) FILTER (decision = 'correct'), count(*) FILTER (human), "
+        "count(*) FILTER (len(masked_steps) > 0), count(*) FILTER (correction IS NOT NULL) "
+        "FROM dataset_members WHERE dataset_id = ?",
+        [dataset_id],
+    ).fetchall()
+    return {
+        "corrected": int(corrected),
+        "human": int(human),
+        "with_masked_steps": int(masked),
+        "with_correction": int(with_correction),
+    }
+
+
+def _approval_json(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, Any] | None:
+    approval = approval_of(con, dataset_id)
+    if approval is None:
+        return None
+    return approval.model_dump(
+        mode="json",
+        include={"decision", "approver", "automatic", "decided_at", "comment", "flow_run_id"},
+    )
 
 
 def _record(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, Any]:

@@ -152,7 +152,33 @@ _V2_SHARDS: Migration = (
 )
 """Version 2: which Parquet shards were ingested, so that ingesting again is a no-op."""
 
-MIGRATIONS: tuple[Migration, ...] = (_V1_RECORDS, _V2_SHARDS)
+_V3_GATE: Migration = (
+    "ALTER TABLE dataset_members ADD COLUMN decision VARCHAR NOT NULL DEFAULT 'approve'",
+    "ALTER TABLE dataset_members ADD COLUMN human BOOLEAN NOT NULL DEFAULT false",
+    "ALTER TABLE dataset_members ADD COLUMN masked_steps INTEGER[] NOT NULL DEFAULT []",
+    "ALTER TABLE dataset_members ADD COLUMN correction VARCHAR",
+    """CREATE TABLE dataset_approvals (
+        dataset_id VARCHAR PRIMARY KEY,
+        round_id VARCHAR NOT NULL,
+        decision VARCHAR NOT NULL CHECK (decision IN ('approve', 'reject')),
+        approver VARCHAR NOT NULL,
+        automatic BOOLEAN NOT NULL,
+        decided_at TIMESTAMP NOT NULL,
+        record JSON NOT NULL
+    )""",
+    """CREATE TABLE carry_over (
+        trajectory_id VARCHAR PRIMARY KEY,
+        from_round VARCHAR NOT NULL,
+        gate VARCHAR NOT NULL,
+        carried_at TIMESTAMP NOT NULL,
+        settled_in VARCHAR,
+        settled_at TIMESTAMP
+    )""",
+)
+"""Version 3: what the gate decided, kept with each dataset member (masks, corrections);
+the approval of each proposed version; items carried over to a later round's gate."""
+
+MIGRATIONS: tuple[Migration, ...] = (_V1_RECORDS, _V2_SHARDS, _V3_GATE)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

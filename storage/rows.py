@@ -148,6 +148,10 @@ MEMBER_SCHEMA = pa.schema(
         ("task_id", _TEXT),
         ("weight", pa.float64()),
         ("position", pa.int32()),
+        ("decision", _TEXT),
+        ("human", pa.bool_()),
+        ("masked_steps", pa.list_(pa.int32())),
+        ("correction", _TEXT),
     ]
 )
 SHARD_RECORD_SCHEMA = pa.schema(
@@ -343,6 +347,10 @@ def member_rows(version: DatasetVersion) -> list[dict[str, Any]]:
             "task_id": m.task_id,
             "weight": m.weight,
             "position": i,
+            "decision": m.decision.value,
+            "human": m.human,
+            "masked_steps": list(m.masked_steps),
+            "correction": m.correction,
         }
         for i, m in enumerate(version.members)
     ]

@@ -41,14 +41,22 @@ def test_an_old_catalog_is_upgraded_and_keeps_its_rows(tmp_path: Path) -> None:
             "INSERT INTO rounds (id, config, status, started_at) "
             "VALUES ('round-old', '{}', 'done', now())"
         )
+        con.execute("INSERT INTO dataset_members VALUES ('ds-old', 'traj-1', 'task-1', 1.5, 0)")
     assert _version(path) == 1
 
     catalog = Catalog.open(path)
 
-    assert _version(path) == SCHEMA_VERSION == 2
-    assert catalog.stats()["shards"] == 0  # the table version 2 adds
+    assert _version(path) == SCHEMA_VERSION == 3
+    stats = catalog.stats()
+    # the tables versions 2 and 3 add
+    assert stats["shards"] == stats["dataset_approvals"] == stats["carry_over"] == 0
     old = catalog.get_round("round-old")
     assert old is not None and old.status == "done"
+    with duckdb.connect(str(path), read_only=True) as con:
+        member = con.execute(
+            "SELECT weight, decision, human, masked_steps, correction FROM dataset_members"
+        ).fetchall()
+    assert member == [(1.5, "approve", False, [], None)]  # version 3's columns, defaulted
 
 
 def test_a_failed_upgrade_stops_at_the_last_whole_version(

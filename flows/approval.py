@@ -1,0 +1,164 @@
+"""Approving a proposed dataset version before it is frozen for training.
+
+In ``auto`` mode the approval is recorded as automatic. In ``person`` mode the round pauses
+(``pause_flow_run``) and the Prefect UI shows the proposal's composition above a typed
+form; whoever resumes the run approves or rejects the version under their name. Either
+way the decision, who made it and when are stored with the version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from prefect.exceptions import FlowPauseTimeout
+from prefect.flow_runs import pause_flow_run
+from prefect.input import RunInput
+from pydantic import Field
+
+from contract import ApprovalDecision, DatasetApproval, DatasetVersion, FlywheelError
+from curation.balance import MixRow, Shortfall
+from flows.settings import ApprovalMode
+
+AUTOMATIC_APPROVER = "auto"
+
+
+class ApprovalForm(RunInput):
+    """The form in the Prefect UI: approve or reject the proposed dataset version."""
+
+    approve: bool = Field(description="freeze this version for training (untick to reject)")
+    approver: str = Field(pattern=r"\S", max_length=200, description="your name")
+    comment: str = Field(default="", max_length=2000, description="why, for the team")
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A dataset version the balancer proposes, with what a person needs to judge it."""
+
+    version: DatasetVersion
+    rows: tuple[MixRow, ...]
+    shortfalls: tuple[Shortfall, ...]
+    dropped: dict[str, int]
+    rationale: str | None = None
+
+    def markdown(self) -> str:
+        """The composition, achieved against target, and what was left out."""
+        version = self.version
+        members = version.members
+        lines = [
+            f"## Proposed dataset version `{version.id}`",
+            "",
+            f"Round `{version.round_id}`, parent `{version.parent or 'none'}`, "
+            f"content hash `{version.content_hash}`.",
+            "",
+            "| members | decided by a person | corrected | with masked steps | weight range |",
+            "|---|---|---|---|---|",
+            f"| {len(members)} | {sum(m.human for m in members)} "
+            f"| {sum(m.correction is not None for m in members)} "
+            f"| {sum(bool(m.masked_steps) for m in members)} "
+            f"| {min(m.weight for m in members):.3f} to {max(m.weight for m in members):.3f} |",
+            "",
+            "| dimension | value | target | achieved | gap |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r.dimension} | {r.value} | {r.target:.1%} | {r.achieved:.1%} | {r.gap:+.1%} |"
+            for r in self.rows
+        ]
+        if self.shortfalls:
+            lines += [
+                "",
+                "No candidate for: "
+                + ", ".join(
+                    f"{s.dimension}={s.value} ({s.requested:.0%} requested)"
+                    for s in self.shortfalls
+                )
+                + ".",
+            ]
+        left_out = ", ".join(f"{n} {reason}" for reason, n in sorted(self.dropped.items()) if n)
+        lines += ["", f"Left out: {left_out or 'nothing'}."]
+        if self.rationale:
+            lines += ["", f"Balancer's note: {self.rationale}"]
+        return "\n".join(lines)
+
+
+def automatic_approval(version: DatasetVersion, flow_run_id: str | None) -> DatasetApproval:
+    """The approval the unattended mode records."""
+    return _approval(
+        version,
+        ApprovalDecision.APPROVE,
+        AUTOMATIC_APPROVER,
+        automatic=True,
+        comment="unattended: approval.mode is auto",
+        flow_run_id=flow_run_id,
+    )
+
+
+def ask_a_person(
+    proposal: Proposal, *, timeout_s: float, poll_s: float, flow_run_id: str | None
+) -> DatasetApproval:
+    """Pause the running flow until someone answers the form in the Prefect UI."""
+    form = ApprovalForm.with_initial_data(
+        description=proposal.markdown()
+        + "\n\nApprove to freeze this version for training, or untick to reject it.",
+        approve=True,
+    )
+    try:
+        answer = pause_flow_run(
+            wait_for_input=form,
+            timeout=max(1, round(timeout_s)),
+            poll_interval=max(1, round(poll_s)),
+            key=f"approve-{proposal.version.id}",
+        )
+    except (FlowPauseTimeout, RuntimeError) as exc:  # timed out, or could not pause
+        raise FlywheelError(
+            f"dataset version {proposal.version.id} was not approved or rejected within "
+            f"{timeout_s:.0f} s ({type(exc).__name__}): nothing was frozen; rerun the round "
+            "to ask again"
+        ) from exc
+    decision = ApprovalDecision.APPROVE if answer.approve else ApprovalDecision.REJECT
+    return _approval(
+        proposal.version,
+        decision,
+        answer.approver.strip(),
+        automatic=False,
+        comment=answer.comment,
+        flow_run_id=flow_run_id,
+    )
+
+
+def request_approval(
+    proposal: Proposal,
+    mode: ApprovalMode,
+    *,
+    timeout_s: float,
+    poll_s: float,
+    flow_run_id: str | None,
+) -> DatasetApproval:
+    """The decision on ``proposal`` in ``mode``."""
+    if mode == "auto":
+        return automatic_approval(proposal.version, flow_run_id)
+    return ask_a_person(proposal, timeout_s=timeout_s, poll_s=poll_s, flow_run_id=flow_run_id)
+
+
+def _approval(
+    version: DatasetVersion,
+    decision: ApprovalDecision,
+    approver: str,
+    *,
+    automatic: bool,
+    comment: str,
+    flow_run_id: str | None,
+) -> DatasetApproval:
+    return DatasetApproval(
+        dataset_id=version.id,
+        round_id=version.round_id,
+        content_hash=version.content_hash,
+        target=version.target,
+        decision=decision,
+        approver=approver,
+        automatic=automatic,
+        decided_at=datetime.now(UTC),
+        comment=comment,
+        flow_run_id=flow_run_id,
+    )
