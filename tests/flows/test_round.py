@@ -43,6 +43,9 @@ def test_a_round_freezes_a_dataset_and_shows_on_the_server(
     assert counts["in_dataset"] <= counts["approved"] <= counts["curated"] <= counts["collected"]
     assert counts["approved"] + counts["rejected"] == counts["curated"]
     assert out["dataset_version"].startswith("ds-")
+    approval = out["approval"]  # unattended: recorded as an automatic approval
+    assert approval["dataset_id"] == out["dataset_version"]
+    assert approval["automatic"] is True and approval["approver"] == "auto"
 
     from prefect import get_client
 
@@ -53,7 +56,7 @@ def test_a_round_freezes_a_dataset_and_shows_on_the_server(
         assert run.state is not None and run.state.is_completed()
         artifacts = client.read_artifacts()
     keys = {a.key for a in artifacts if str(a.flow_run_id) == out["flow_run_id"]}
-    assert {"round-stage-counts", "round-capabilities", "round-summary"} <= keys
+    assert {"round-stage-counts", "round-capabilities", "round-summary", "dataset-proposal"} <= keys
 
     dataset = flywheel_json(tmp_path, prefect_api_url, "datasets", "show", out["dataset_version"])
     assert dataset["size"] == counts["in_dataset"]
