@@ -184,6 +184,17 @@ def dataset_text(summary: dict[str, Any]) -> str:
         f"{summary['parent'] or 'none'})",
         f"{summary['size']} trajectories; {summary['human_reviewed']} reviewed by a person",
     ]
+    review = summary.get("review") or {}
+    if review:
+        lines.append(
+            f"{review['corrected']} corrected, {review['with_masked_steps']} with steps "
+            "masked out of the SFT loss"
+        )
+    approval = summary.get("approval")
+    if approval:
+        who = "automatically" if approval["automatic"] else f"by {approval['approver']}"
+        comment = f": {approval['comment']}" if approval.get("comment") else ""
+        lines.append(f"Approved {who} at {approval['decided_at']}{comment}")
     for dimension, counts in summary["counts"].items():
         lines += ["", table((dimension, "trajectories"), sorted(counts.items()))]
     achieved: dict[str, dict[str, float]] = summary.get("achieved") or {}

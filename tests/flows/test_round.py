@@ -77,6 +77,17 @@ def test_a_round_freezes_a_dataset_and_shows_on_the_server(
     assert again["counts"] == counts
     assert _catalog_rows(tmp_path) == before
 
+    text = subprocess.run(
+        [FLYWHEEL, "round", "--tasks", "36", "--seed", "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=command_env(tmp_path, prefect_api_url),
+        check=True,
+    ).stdout
+    assert f"Proposal {out['dataset_version']} approved automatically." in text
+    assert "Approved automatically at" in text and "0 corrected" in text
+
 
 @pytest.mark.slow
 def test_a_round_killed_during_collection_resumes_to_the_same_result(
