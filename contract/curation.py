@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import AwareDatetime, Field, JsonValue
 
-from contract.base import IdentifiedRecord, Record
+from contract.base import IdentifiedRecord, Record, content_hash
 from contract.enums import FailureType
 
 
@@ -155,6 +155,15 @@ class DatasetVersion(IdentifiedRecord):
     )
     policies: tuple[str, ...] = Field(description="name@version of the generating policies")
     human_reviewed: int = Field(ge=0)
+
+    def content_id(self) -> str:
+        """Digest of the content, each member's fields left out where they hold their
+        defaults: a version frozen before members carried their review keeps its id."""
+        content = self.model_dump(mode="json", exclude={"id", "members"})
+        content["members"] = [
+            m.model_dump(mode="json", exclude_defaults=True) for m in self.members
+        ]
+        return content_hash(content)
 
 
 class ApprovalDecision(StrEnum):

@@ -22,6 +22,7 @@ from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
 from contract import (
     CurationRecord,
+    DatasetVersion,
     Outcome,
     Review,
     ReviewDecision,
@@ -29,7 +30,12 @@ from contract import (
     Split,
     Trajectory,
 )
-from curation.balance import DROPPED_DEV, DROPPED_NOT_SUCCESS, default_target
+from curation.balance import (
+    DROPPED_DEV,
+    DROPPED_NOT_SUCCESS,
+    dataset_content_hash,
+    default_target,
+)
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
 from human_gate import AutoGate, GateItem
@@ -195,3 +201,92 @@ def test_a_bad_llm_answer_is_an_error_not_a_crash(episodes: list[Trajectory], re
     (error,) = state["errors"]
     assert error.startswith("rationale: ")
     assert state["version"] is not None
+
+
+NOTE = "Tap Save, not Cancel: the alarm must be kept."
+
+
+def person(
+    t: Trajectory, decision: ReviewDecision, steps: tuple[int, ...] = (), note: str | None = None
+) -> Review:
+    """A person's review marking ``steps`` erroneous, with a note."""
+    return Review(
+        trajectory_id=t.id,
+        round_id="r",
+        decision=decision,
+        reviewer="ann",
+        automatic=False,
+        erroneous_steps=steps,
+        note=note,
+    )
+
+
+def long_successes(episodes: list[Trajectory]) -> list[Trajectory]:
+    """Trainable episodes with at least three steps (so steps 0-2 can be marked)."""
+    good = [t for t in episodes if trainable(t) and len(t.steps) >= 3]
+    assert len(good) >= 6
+    return good
+
+
+def test_members_carry_their_final_review(episodes: list[Trajectory]) -> None:
+    good = long_successes(episodes)
+    corrected, marked, plain, rejected, quarantined, bare = good[:6]
+    people = [
+        person(corrected, ReviewDecision.CORRECT, (2, 0, 2), NOTE),
+        person(marked, ReviewDecision.APPROVE, (1,), "fine apart from step 1"),
+        person(rejected, ReviewDecision.REJECT, (0,), "wrong app"),
+        person(quarantined, ReviewDecision.QUARANTINE, note="looks unsafe"),
+        person(bare, ReviewDecision.CORRECT),
+    ]
+    # a person's review wins over the automatic one, recorded before or after it
+    state = run_balancer("r", good, people[:2] + approve_all(good) + people[2:], TARGET)
+    version = state["version"]
+    assert version is not None
+    members = {m.trajectory_id: m for m in version.members}
+
+    review = {
+        t.id: (m.decision, m.human, m.masked_steps, m.correction)
+        for t in good
+        if (m := members.get(t.id)) is not None
+    }
+    assert review[corrected.id] == (ReviewDecision.CORRECT, True, (0, 2), NOTE)
+    assert review[marked.id] == (ReviewDecision.APPROVE, True, (1,), None)
+    assert review[plain.id] == (ReviewDecision.APPROVE, False, (), None)
+    assert review[bare.id] == (ReviewDecision.CORRECT, True, (), None)
+    assert rejected.id not in members and quarantined.id not in members
+    automatic = set(members) - {corrected.id, marked.id, bare.id}
+    assert automatic and all(
+        review[i] == (ReviewDecision.APPROVE, False, (), None) for i in automatic
+    )
+    assert len(members) == len(good) - 2
+    assert version.human_reviewed == state["human_reviewed"] == 3
+    assert version.content_hash == dataset_content_hash(version.members)
+
+
+def test_masks_and_corrections_are_part_of_the_version(episodes: list[Trajectory]) -> None:
+    good = long_successes(episodes)
+    target = good[0]
+
+    def version_with(*people: Review) -> DatasetVersion:
+        version = balance("r", good, [*approve_all(good), *people], TARGET)
+        assert version is not None
+        return version
+
+    base = version_with(person(target, ReviewDecision.CORRECT, (0, 2), NOTE))
+    variants = {
+        "mask": version_with(person(target, ReviewDecision.CORRECT, (1,), NOTE)),
+        "no mask": version_with(person(target, ReviewDecision.CORRECT, (), NOTE)),
+        "note": version_with(person(target, ReviewDecision.CORRECT, (0, 2), "Another note.")),
+        "decision": version_with(person(target, ReviewDecision.APPROVE, (0, 2), NOTE)),
+        "automatic": version_with(),
+    }
+    for name, variant in variants.items():
+        assert [(m.trajectory_id, m.weight) for m in variant.members] == [
+            (m.trajectory_id, m.weight) for m in base.members
+        ], name
+        assert variant.content_hash != base.content_hash, name
+        assert variant.id != base.id, name
+    assert len({v.content_hash for v in variants.values()}) == len(variants)
+    # the same marks in another order, or repeated, are the same mask
+    same = version_with(person(target, ReviewDecision.CORRECT, (2, 0, 0), NOTE))
+    assert same == base
