@@ -30,8 +30,13 @@ $(LS_STAMP): requirements-label-studio.lock
 label-studio: $(LS_STAMP)
 
 ## test: lint, type-check, then the whole test suite (with Prefect and Label Studio servers)
+# Tests that restart a shared server run alone, after the others; both runs always run,
+# and the first failure's status is the target's.
 test: lint $(LS_STAMP)
-	scripts/with-servers.sh $(BIN)/pytest -n 2 --dist loadfile
+	scripts/with-servers.sh sh -c '\
+		$(BIN)/pytest -n 2 --dist loadfile -m "not restarts_servers"; parallel=$$?; \
+		$(BIN)/pytest -m restarts_servers; alone=$$?; \
+		[ $$parallel -ne 0 ] && exit $$parallel; exit $$alone'
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,9 +1,9 @@
 """Human gates built from settings, and waiting for people without losing anything.
 
 ``build_gate`` is the one place that turns ``round.gate`` into a gate; ``sync_until``
-pulls decisions until nothing is pending or the deadline passes. Reviews are stored as
-they arrive (idempotent by id), so a crash or a Label Studio restart while a round
-waits loses nothing and applies nothing twice.
+submits items and pulls decisions until nothing is pending or the deadline passes.
+Reviews are stored as they arrive (idempotent by id), so a crash or a Label Studio
+restart while a round waits loses nothing and applies nothing twice.
 """
 
 from __future__ import annotations
@@ -59,17 +59,22 @@ def sync_until(
     clock: Callable[[], float] = time.monotonic,
     log: Callable[[str], None] = lambda _: None,
 ) -> SyncOutcome:
-    """Collect decisions and ``store`` them until nothing is pending or ``wait_s`` passed.
+    """Submit ``items`` (idempotent), then collect decisions and ``store`` them until
+    nothing is pending or ``wait_s`` passed.
 
-    An unreachable gate is waited for (with the same backoff) until the deadline, then
-    its items count as pending: they are carried over, never approved silently.
+    An unreachable gate, at the submission or later, is waited for (with the same backoff)
+    until the deadline, then its items count as pending: they are carried over, never
+    approved silently.
     """
     deadline = clock() + wait_s
-    delay, syncs = poll_s, 0
+    delay, syncs, submitted = poll_s, 0, False
     reviews: tuple[Review, ...] = ()
     pending: tuple[str, ...] = tuple(i.trajectory_id for i in items)
     while True:
         try:
+            if not submitted:
+                gate.submit(round_id, items)
+                submitted = True
             result = gate.collect(round_id, items)
             syncs += 1
             store(result.reviews)

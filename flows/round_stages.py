@@ -194,7 +194,6 @@ def gate(
     to ``wait_s``); then take up items earlier rounds carried over, and carry over what
     is still undecided. Nothing undecided is ever approved."""
     items = gate_items(trajectories, curations)
-    human_gate.submit(round_id, items)
 
     def store(reviews: Sequence[Review]) -> None:
         with Catalog.open(catalog_path(home)) as catalog:
@@ -227,9 +226,11 @@ def take_up_carried(
     store: Callable[[Sequence[Review]], None],
     log: Callable[[str], None] = lambda _: None,
 ) -> list[Trajectory]:
-    """Ask ``human_gate`` once more about the items earlier rounds carried over to it,
-    store the decisions, and settle the decided items into ``round_id``. Returns the
-    settled items (a rerun of the round returns those it settled before, too)."""
+    """Ask ``human_gate`` once more about the items earlier rounds carried over to it
+    (submitting them again first: an item the gate never received, say because it was
+    down, gets there now), store the decisions, and settle the decided items into
+    ``round_id``. Returns the settled items (a rerun of the round returns those it
+    settled before, too)."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         carried = catalog.carried_into(round_id, human_gate.name)
     if not carried.trajectories:
@@ -240,6 +241,7 @@ def take_up_carried(
     decided: list[str] = []
     for earlier, items in sorted(by_round.items()):
         try:
+            human_gate.submit(earlier, items)
             result = human_gate.collect(earlier, items)
         except GateUnavailableError as exc:
             log(f"items carried over from {earlier} stay carried: {exc}")

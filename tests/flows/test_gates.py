@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
+from agents.curator import curate
+from agents.policies.scripted import FaultConfig, ScriptedPolicy
+from agents.runner import run_episode
 from contract import Review, ReviewDecision
+from curation.routing import CuratorConfig
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import sample_tasks
 from flows.gates import sync_until
 from human_gate import GateItem, GateResult, GateUnavailableError
 
@@ -15,12 +23,17 @@ class StepGate:
 
     name = "scripted"
 
-    def __init__(self, answers: list[GateResult | Exception]) -> None:
+    def __init__(self, answers: list[GateResult | Exception], down_at_submit: int = 0) -> None:
         self.answers = answers
         self.calls = 0
+        self.down_at_submit = down_at_submit
+        self.submitted = 0
 
     def submit(self, round_id: str, items: Sequence[GateItem]) -> None:
-        return None
+        if self.down_at_submit:
+            self.down_at_submit -= 1
+            raise GateUnavailableError("down")
+        self.submitted += 1
 
     def collect(self, round_id: str, items: Sequence[GateItem]) -> GateResult:
         answer = self.answers[min(self.calls, len(self.answers) - 1)]
@@ -91,3 +104,54 @@ def test_no_wait_means_one_sync() -> None:
     gate = StepGate([GateResult(pending=("t1",))])
     outcome = sync_until(gate, "r", [], lambda _: None, wait_s=0, poll_s=5)
     assert gate.calls == 1 and outcome.pending == ("t1",)
+
+
+@pytest.fixture(scope="module")
+def items(sandbox: MobileSandbox) -> list[GateItem]:
+    """Real curated episodes, every kept one for a person."""
+    policy = ScriptedPolicy(FaultConfig(rate=0.0))
+    trajectories = [run_episode(t, sandbox, policy) for t in sample_tasks(4, 3, sandbox)]
+    records = curate(trajectories, "r", CuratorConfig(audit_rate=1.0))
+    by_id = {t.id: t for t in trajectories}
+    return [GateItem(by_id[r.trajectory_id], r) for r in records if r.kept]
+
+
+def test_a_gate_down_at_submission_is_waited_for_then_submitted_once(
+    items: list[GateItem],
+) -> None:
+    first = items[0].trajectory_id
+    gate = StepGate([GateResult(pending=(first,)), GateResult(reviews=(_review(first),))], 2)
+    clock = Clock()
+    outcome = sync_until(
+        gate,
+        "r",
+        items[:1],
+        lambda _: None,
+        wait_s=100,
+        poll_s=1,
+        sleep=clock.sleep,
+        clock=lambda: clock.now,
+    )
+    assert (gate.submitted, gate.calls) == (1, 2)
+    assert clock.sleeps == [1, 2, 4]
+    assert outcome.pending == () and outcome.syncs == 2
+
+
+def test_a_gate_down_until_the_deadline_leaves_everything_pending(
+    items: list[GateItem],
+) -> None:
+    gate = StepGate([GateResult()], down_at_submit=100)
+    clock = Clock()
+    outcome = sync_until(
+        gate,
+        "r",
+        items,
+        lambda _: None,
+        wait_s=10,
+        poll_s=1,
+        sleep=clock.sleep,
+        clock=lambda: clock.now,
+    )
+    assert items and gate.submitted == gate.calls == 0
+    assert outcome.pending == tuple(i.trajectory_id for i in items) and outcome.syncs == 0
+    assert clock.now <= 10
