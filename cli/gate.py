@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -30,6 +31,7 @@ def gate_sync(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
     """Pull the annotations of the round now, store them, and print the status."""
     from flows.gates import build_gate
     from flows.round_stages import gate_items
+    from flows.servers import prefect_api, resolve_prefect_api
     from flows.settings import load_settings
     from storage import Catalog
 
@@ -39,8 +41,15 @@ def gate_sync(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
         items = gate_items(
             catalog.trajectories_of_round(info.id), catalog.curations_of_round(info.id)
         )
-    gate = build_gate(str(info.config.get("gate", "auto")), settings)
-    result = gate.collect(info.id, items)
+    # The Label Studio token may live in a Prefect Secret block: then Prefect is asked.
+    api = (
+        prefect_api(resolve_prefect_api(settings.home, settings.prefect.port))
+        if settings.label_studio.token_block
+        else nullcontext()
+    )
+    with api:
+        gate = build_gate(str(info.config.get("gate", "auto")), settings)
+        result = gate.collect(info.id, items)
     with Catalog.open(settings.catalog_path) as catalog:
         catalog.add_reviews(result.reviews)
     _show(_status(info.id), as_json)

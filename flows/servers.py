@@ -33,7 +33,9 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
+
+from pydantic import ValidationError
 
 from contract import FlywheelError, InvalidInputError
 
@@ -484,9 +486,11 @@ def label_studio_credentials(
 ) -> LabelStudioAccess:
     """The Label Studio to use: ``settings.url`` with its token, else the local server.
 
-    The local server is started when needed if ``start``; otherwise one that does not
-    answer raises ``ServerError``.
+    The token comes from the settings (the environment), or from the Prefect Secret block
+    ``settings.token_block`` on the current Prefect API. The local server is started when
+    needed if ``start``; otherwise one that does not answer raises ``ServerError``.
     """
+    settings = with_token_from_block(settings)
     if settings.url is not None:
         if settings.token is None:
             raise ServerError("label-studio: url is set but token is not")
@@ -502,6 +506,34 @@ def label_studio_credentials(
             "start one with `flywheel server start label-studio`"
         )
     return server.access
+
+
+def with_token_from_block(settings: LabelStudioSettings) -> LabelStudioSettings:
+    """``settings`` with ``token`` read from its Prefect Secret block, when it names one."""
+    if settings.token_block is None:
+        return settings
+    from prefect.blocks.system import Secret
+
+    name = settings.token_block
+    try:
+        block = cast("Secret[str]", Secret.load(name))
+    except ValueError as exc:
+        raise ServerError(
+            f"label_studio.token_block: the Prefect API has no Secret block named {name!r}; "
+            f"create it (prefect block create secret, or Secret(value=...).save({name!r}))"
+        ) from exc
+    token = block.value.get_secret_value()
+    if not isinstance(token, str) or not token:
+        raise ServerError(f"label_studio.token_block: the Secret block {name!r} holds no text")
+    try:
+        return type(settings).model_validate(
+            settings.model_dump() | {"token": token, "token_block": None}
+        )
+    except ValidationError as exc:
+        raise ServerError(
+            f"label_studio.token_block: the token in {name!r} is not usable: "
+            + "; ".join(str(e["msg"]) for e in exc.errors())
+        ) from None
 
 
 def _label_studio_from_settings(

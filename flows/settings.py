@@ -218,6 +218,11 @@ class LabelStudioSettings(Section):
         description="API token, from FLYWHEEL_LABEL_STUDIO__TOKEN (the local server needs 40 "
         "hex characters); never logged or stored",
     )
+    token_block: str | None = Field(
+        default=None,
+        min_length=1,
+        description="name of a Prefect Secret block that holds the API token (instead of token)",
+    )
     password: SecretStr | None = Field(
         default=None, description="admin password of the local server; never logged"
     )
@@ -229,8 +234,10 @@ class LabelStudioSettings(Section):
 
     @model_validator(mode="after")
     def _usable(self) -> LabelStudioSettings:
-        if self.url is not None and self.token is None:
-            raise ValueError("url is set but token is not")
+        if self.token is not None and self.token_block is not None:
+            raise ValueError("token and token_block are both set: keep one")
+        if self.url is not None and self.token is None and self.token_block is None:
+            raise ValueError("url is set but neither token nor token_block is")
         if (
             self.url is None
             and self.token is not None

@@ -85,7 +85,7 @@ def test_label_studio_secrets_are_checked_but_never_quoted(monkeypatch: pytest.M
     assert secret not in repr(settings)
 
     monkeypatch.delenv("FLYWHEEL_LABEL_STUDIO__TOKEN")
-    with pytest.raises(FlywheelError, match="url is set but token is not"):
+    with pytest.raises(FlywheelError, match="url is set but neither token nor token_block is"):
         load_settings()
 
 
