@@ -16,6 +16,7 @@ from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 from pydantic import Field
 
+from agents.balancer import BalancerState
 from contract import ApprovalDecision, DatasetApproval, DatasetVersion, FlywheelError
 from curation.balance import MixRow, Shortfall
 from flows.settings import ApprovalMode
@@ -41,6 +42,20 @@ class Proposal:
     dropped: dict[str, int]
     rationale: str | None = None
 
+    @classmethod
+    def of(cls, state: BalancerState) -> Proposal | None:
+        """The proposal in the balancer's final state; None when it proposes nothing."""
+        version = state["version"]
+        if version is None:
+            return None
+        return cls(
+            version=version,
+            rows=tuple(state["report"]),
+            shortfalls=tuple(state["shortfalls"]),
+            dropped=dict(state["dropped"]),
+            rationale=state.get("rationale"),
+        )
+
     def markdown(self) -> str:
         """The composition, achieved against target, and what was left out."""
         version = self.version
@@ -51,12 +66,11 @@ class Proposal:
             f"Round `{version.round_id}`, parent `{version.parent or 'none'}`, "
             f"content hash `{version.content_hash}`.",
             "",
-            "| members | decided by a person | corrected | with masked steps | weight range |",
-            "|---|---|---|---|---|",
-            f"| {len(members)} | {sum(m.human for m in members)} "
-            f"| {sum(m.correction is not None for m in members)} "
-            f"| {sum(bool(m.masked_steps) for m in members)} "
-            f"| {min(m.weight for m in members):.3f} to {max(m.weight for m in members):.3f} |",
+            f"- **{len(members)} members**, weights "
+            f"{min(m.weight for m in members):.2f} to {max(m.weight for m in members):.2f}",
+            f"- {sum(m.human for m in members)} decided by a person, "
+            f"{sum(m.correction is not None for m in members)} corrected, "
+            f"{sum(bool(m.masked_steps) for m in members)} with steps masked out of SFT",
             "",
             "| dimension | value | target | achieved | gap |",
             "|---|---|---|---|---|",

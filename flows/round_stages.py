@@ -276,16 +276,8 @@ def propose_dataset(
     None when nothing is approved."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         parent = _parent(catalog, round_id)
-    state = run_balancer(round_id, trajectories, reviews, target, parent=parent, llm=llm)
-    version = state["version"]
-    if version is None:
-        return None
-    return Proposal(
-        version=version,
-        rows=tuple(state["report"]),
-        shortfalls=tuple(state["shortfalls"]),
-        dropped=dict(state["dropped"]),
-        rationale=state.get("rationale"),
+    return Proposal.of(
+        run_balancer(round_id, trajectories, reviews, target, parent=parent, llm=llm)
     )
 
 
