@@ -1,0 +1,71 @@
+"""Local servers the flywheel needs (Prefect, Label Studio), started detached, stopped by PID.
+
+``managed`` runs any one server (its PID file, log and health check); ``prefect`` and
+``label_studio`` define the two the flywheel needs, with the APIs and credentials code
+uses to reach them; ``registry`` names them for ``flywheel server start|stop|status``.
+Everything public is importable from here.
+"""
+
+from flows.servers.label_studio import (
+    LABEL_STUDIO_DEFAULT_PORT,
+    LABEL_STUDIO_DEFAULT_USERNAME,
+    LABEL_STUDIO_VENV_ENV,
+    REPO_ROOT,
+    LabelStudioAccess,
+    LabelStudioAccount,
+    LabelStudioServer,
+    label_studio_account,
+    label_studio_credentials,
+    label_studio_server,
+    label_studio_venv,
+    with_token_from_block,
+)
+from flows.servers.managed import (
+    HOST,
+    ManagedServer,
+    ServerError,
+    ServerSpec,
+    ServerStatus,
+    free_port,
+    http_ok,
+    port_in_use,
+)
+from flows.servers.prefect import (
+    PREFECT_DEFAULT_PORT,
+    local_prefect_api,
+    prefect_api,
+    prefect_server,
+    resolve_prefect_api,
+)
+from flows.servers.registry import SERVERS, ServerKind, known_server
+
+__all__ = [
+    "HOST",
+    "LABEL_STUDIO_DEFAULT_PORT",
+    "LABEL_STUDIO_DEFAULT_USERNAME",
+    "LABEL_STUDIO_VENV_ENV",
+    "PREFECT_DEFAULT_PORT",
+    "REPO_ROOT",
+    "SERVERS",
+    "LabelStudioAccess",
+    "LabelStudioAccount",
+    "LabelStudioServer",
+    "ManagedServer",
+    "ServerError",
+    "ServerKind",
+    "ServerSpec",
+    "ServerStatus",
+    "free_port",
+    "http_ok",
+    "known_server",
+    "label_studio_account",
+    "label_studio_credentials",
+    "label_studio_server",
+    "label_studio_venv",
+    "local_prefect_api",
+    "port_in_use",
+    "prefect_api",
+    "prefect_server",
+    "resolve_prefect_api",
+    "with_token_from_block",
+]

@@ -1,0 +1,74 @@
+"""The local Prefect server, and which Prefect API flows run against.
+
+Code that runs flows must do so inside ``prefect_api(url)`` (with ``url`` from
+``resolve_prefect_api``): otherwise Prefect runs them on a temporary in-process server, or
+fails when ``PREFECT_SERVER_ALLOW_EPHEMERAL_MODE=false``, and the runs never reach the
+server the UI shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from flows.servers.managed import HOST, ManagedServer, ServerError, ServerSpec
+
+PREFECT_DEFAULT_PORT = 4200
+
+
+def prefect_server(home: Path, port: int = PREFECT_DEFAULT_PORT) -> ManagedServer:
+    """The Prefect 3 server (API and UI) on 127.0.0.1, its database under ``home/prefect``."""
+    prefect = Path(sys.executable).parent / "prefect"
+    url = f"http://{HOST}:{port}"
+    spec = ServerSpec(
+        name="prefect",
+        argv=(str(prefect), "server", "start", "--host", HOST, "--port", str(port)),
+        port=port,
+        health_path="/api/health",
+        env={
+            "PREFECT_HOME": str((home / "prefect").absolute()),
+            "PREFECT_API_URL": f"{url}/api",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_SERVER_ALLOW_EPHEMERAL_MODE": "false",
+            "PREFECT_UI_ENABLED": "true",
+            "PYTHONUNBUFFERED": "1",
+        },
+    )
+    return ManagedServer(spec, home)
+
+
+def local_prefect_api(port: int) -> str:
+    """The API URL of the local Prefect server on ``port``."""
+    return f"http://{HOST}:{port}/api"
+
+
+def resolve_prefect_api(home: Path, port: int, *, start: bool = True) -> str:
+    """The Prefect API to use: ``PREFECT_API_URL`` when set, else the local server's.
+
+    The local server is started when needed if ``start``; otherwise a server that is not
+    running raises ``ServerError``.
+    """
+    from_env = os.environ.get("PREFECT_API_URL")
+    if from_env:
+        return from_env
+    server = prefect_server(home, port)
+    if start:
+        server.start()
+    elif not server.status().healthy:
+        raise ServerError(
+            f"no Prefect server answers on {server.spec.url} and PREFECT_API_URL is not set; "
+            "start one with `flywheel server start prefect`"
+        )
+    return local_prefect_api(port)
+
+
+@contextlib.contextmanager
+def prefect_api(url: str) -> Iterator[None]:
+    """Point Prefect (flows, tasks, clients) at ``url`` for the duration of the block."""
+    from prefect.settings import temporary_settings
+
+    with temporary_settings(updates={"api.url": url}):
+        yield
