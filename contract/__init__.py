@@ -48,6 +48,13 @@ from contract.enums import (
 from contract.errors import FlywheelError, InvalidInputError, SchemaError
 from contract.feedback import ExecutionError, Feedback, StateChange
 from contract.plan import GenerationPlan, Quota, default_plan
+from contract.report import (
+    FEEDBACK_FORMAT_VERSION,
+    CostStats,
+    FeedbackReport,
+    FeedbackSource,
+    TaskStats,
+)
 from contract.task import (
     MAX_CANDIDATE_TOOLS,
     InitialConditions,
@@ -75,6 +82,7 @@ from contract.verifier import (
 
 __all__ = [
     "CHECK_KINDS",
+    "FEEDBACK_FORMAT_VERSION",
     "MAX_CANDIDATE_TOOLS",
     "TERMINAL_KINDS",
     "Action",
@@ -90,6 +98,7 @@ __all__ = [
     "CollaborationCheck",
     "Condition",
     "Cost",
+    "CostStats",
     "CurationRecord",
     "DatasetApproval",
     "DatasetMember",
@@ -102,6 +111,8 @@ __all__ = [
     "FailureType",
     "FaultKind",
     "Feedback",
+    "FeedbackReport",
+    "FeedbackSource",
     "Finish",
     "FlywheelError",
     "GenerationPlan",
@@ -133,6 +144,7 @@ __all__ = [
     "SubAgentCall",
     "TaskSource",
     "TaskSpec",
+    "TaskStats",
     "Termination",
     "ToolCall",
     "ToolEffect",
