@@ -178,6 +178,48 @@ def datasets_show(
     typer.echo(dataset_text(summary))
 
 
+@datasets_app.command("diff")
+def datasets_diff(
+    a: Annotated[str, typer.Argument(help="the earlier dataset version (ds-...)")],
+    b: Annotated[str, typer.Argument(help="the later dataset version (ds-...)")],
+    as_json: JsonFlag = False,
+) -> None:
+    """What changed from version A to B: members, weights, reviews, composition."""
+    from flows.settings import load_settings
+    from storage import Catalog
+
+    with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
+        changes = catalog.diff_datasets(a, b)
+    if as_json:
+        emit_json(changes)
+        return
+    typer.echo(diff_text(changes))
+
+
+def diff_text(changes: dict[str, Any]) -> str:
+    members = changes["members"]
+    size = changes["size"]
+    lines = [
+        f"{changes['a']} -> {changes['b']}: {size['a']} -> {size['b']} trajectories "
+        f"({size['delta']:+d})",
+        f"{len(members['added'])} added, {len(members['removed'])} removed, "
+        f"{len(members['reweighted'])} reweighted, {len(members['review_changed'])} with "
+        f"another review, {members['unchanged']} unchanged",
+        "B descends from A"
+        if changes["lineage"]["b_descends_from_a"]
+        else "B does not descend from A",
+    ]
+    if changes["target_changed"]:
+        lines.append("The target mix changed.")
+    rows = [
+        (dimension, value, d["a"], d["b"], f"{d['delta']:+d}")
+        for dimension, values in changes["composition"].items()
+        for value, d in values.items()
+    ]
+    lines += ["", table(("dimension", "value", "A", "B", "change"), rows)]
+    return "\n".join(lines)
+
+
 def dataset_text(summary: dict[str, Any]) -> str:
     lines = [
         f"Dataset {summary['id']} (round {summary['round_id']}, parent "

@@ -31,7 +31,7 @@ from contract import (
     TaskSpec,
     Trajectory,
 )
-from storage import carry_over, datasets, ingest
+from storage import carry_over, dataset_diff, datasets, ingest
 from storage.errors import CatalogError, UnknownIdError
 from storage.ingest import IngestReport
 from storage.migrations import SCHEMA_VERSION, migrate, schema_version
@@ -510,6 +510,15 @@ class Catalog:
         ``approval`` is who approved the version, when, and how."""
         with self._connect() as con:
             return datasets.summary(con, dataset_id)
+
+    def diff_datasets(self, a: str, b: str) -> dict[str, Any]:
+        """What changed from version ``a`` to ``b``: ``size``; ``members`` (``added``,
+        ``removed``, ``reweighted``, ``review_changed`` trajectory ids, and how many are
+        ``unchanged``); ``composition`` and ``achieved`` per dimension and value (``a``,
+        ``b``, ``delta``); ``human_reviewed``; ``target_changed``; ``lineage``
+        (``b_descends_from_a``, the rounds). UnknownIdError for an unknown version."""
+        with self._connect() as con:
+            return dataset_diff.diff(con, a, b)
 
     # -- all ----------------------------------------------------------------------------
 

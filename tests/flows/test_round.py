@@ -207,6 +207,12 @@ def test_a_second_round_builds_on_the_first(prefect_api_url: str, tmp_path: Path
         t.id for t in catalog_trajectories(tmp_path, second["round_id"])
     }
 
+    a, b = first["dataset_version"], second["dataset_version"]
+    changes = flywheel_json(tmp_path, prefect_api_url, "datasets", "diff", a, b)
+    assert changes["lineage"]["b_descends_from_a"] is True
+    assert len(changes["members"]["added"]) == second["counts"]["in_dataset"]
+    assert len(changes["members"]["removed"]) == first["counts"]["in_dataset"]
+
 
 def catalog_trajectories(home: Path, round_id: str) -> list[Any]:
     with Catalog.open(home / "catalog.duckdb", read_only=True) as catalog:

@@ -1,0 +1,103 @@
+"""What changed between two dataset versions: membership, weights, reviews, composition.
+
+Set-based SQL over ``dataset_members``: the cost grows with the versions' sizes, not with
+the catalog's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from storage import datasets
+
+_PAIR = """
+    WITH a AS (SELECT * FROM dataset_members WHERE dataset_id = $a),
+         b AS (SELECT * FROM dataset_members WHERE dataset_id = $b)
+"""
+
+
+def diff(con: duckdb.DuckDBPyConnection, a: str, b: str) -> dict[str, Any]:
+    """A JSON-ready comparison of version ``a`` (before) with ``b`` (after)."""
+    before, after = datasets.summary(con, a), datasets.summary(con, b)
+    return {
+        "a": a,
+        "b": b,
+        "size": _delta(before["size"], after["size"]),
+        "members": _membership(con, a, b),
+        "composition": {
+            dimension: _value_deltas(before["counts"][dimension], after["counts"][dimension])
+            for dimension in after["counts"]
+        },
+        "achieved": {
+            dimension: _value_deltas(
+                before["achieved"].get(dimension, {}), after["achieved"].get(dimension, {})
+            )
+            for dimension in sorted(set(before["achieved"]) | set(after["achieved"]))
+        },
+        "human_reviewed": _delta(before["human_reviewed"], after["human_reviewed"]),
+        "target_changed": before["target"] != after["target"],
+        "lineage": {
+            "b_descends_from_a": a in _ancestors(con, b),
+            "rounds": {"a": before["round_id"], "b": after["round_id"]},
+        },
+    }
+
+
+def _membership(con: duckdb.DuckDBPyConnection, a: str, b: str) -> dict[str, Any]:
+    """Trajectories added, removed, reweighted, or with another review, and how many
+    stayed as they were."""
+    params = {"a": a, "b": b}
+    added = _ids(
+        con, f"{_PAIR} SELECT trajectory_id FROM b ANTI JOIN a USING (trajectory_id)", params
+    )
+    removed = _ids(
+        con, f"{_PAIR} SELECT trajectory_id FROM a ANTI JOIN b USING (trajectory_id)", params
+    )
+    rows = con.execute(
+        f"{_PAIR} SELECT trajectory_id, a.weight, b.weight, "
+        "a.decision <> b.decision OR a.masked_steps <> b.masked_steps "
+        "OR a.correction IS DISTINCT FROM b.correction "
+        "FROM a JOIN b USING (trajectory_id) ORDER BY trajectory_id",
+        params,
+    ).fetchall()
+    reweighted = [
+        {"trajectory_id": t, "a": wa, "b": wb} for t, wa, wb, _ in rows if abs(wa - wb) > 1e-12
+    ]
+    reviewed = [t for t, _, _, changed in rows if changed]
+    unchanged = sum(abs(wa - wb) <= 1e-12 and not changed for _, wa, wb, changed in rows)
+    return {
+        "added": added,
+        "removed": removed,
+        "reweighted": reweighted,
+        "review_changed": reviewed,
+        "unchanged": unchanged,
+    }
+
+
+def _ids(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, str]) -> list[str]:
+    return [str(t) for (t,) in con.execute(query + " ORDER BY 1", params).fetchall()]
+
+
+def _ancestors(con: duckdb.DuckDBPyConnection, dataset_id: str) -> list[str]:
+    """The chain of parents of ``dataset_id``, nearest first."""
+    rows = con.execute(
+        """WITH RECURSIVE chain(id, parent, depth) AS (
+               SELECT id, parent, 0 FROM dataset_versions WHERE id = ?
+               UNION ALL
+               SELECT v.id, v.parent, c.depth + 1
+               FROM dataset_versions v JOIN chain c ON v.id = c.parent
+           )
+           SELECT id FROM chain WHERE depth > 0 ORDER BY depth""",
+        [dataset_id],
+    ).fetchall()
+    return [str(r) for (r,) in rows]
+
+
+def _delta(a: float, b: float) -> dict[str, float]:
+    return {"a": a, "b": b, "delta": b - a}
+
+
+def _value_deltas(a: dict[str, float], b: dict[str, float]) -> dict[str, dict[str, float]]:
+    return {v: _delta(a.get(v, 0), b.get(v, 0)) for v in sorted(set(a) | set(b))}
