@@ -47,13 +47,26 @@ from contract.enums import (
 )
 from contract.errors import FlywheelError, InvalidInputError, SchemaError
 from contract.feedback import ExecutionError, Feedback, StateChange
-from contract.plan import GenerationPlan, Quota, default_plan
+from contract.plan import (
+    REPAIR_PATTERN,
+    GenerationPlan,
+    PlanChange,
+    Quota,
+    Recurate,
+    RepairQuota,
+    Replay,
+    TaskPattern,
+    TemplateWeight,
+    default_plan,
+)
 from contract.report import (
     FEEDBACK_FORMAT_VERSION,
     CostStats,
     FeedbackReport,
     FeedbackSource,
     TaskStats,
+    feedback_report_schema,
+    parse_feedback_report,
 )
 from contract.task import (
     MAX_CANDIDATE_TOOLS,
@@ -64,6 +77,7 @@ from contract.task import (
 )
 from contract.tools import ToolSpec
 from contract.trajectory import Cost, PolicyInfo, Step, Trajectory, TrajectoryMetadata
+from contract.validation import InvalidRecordError, field_path, invalid_input
 from contract.verifier import (
     CHECK_KINDS,
     ActionOrderCheck,
@@ -84,6 +98,7 @@ __all__ = [
     "CHECK_KINDS",
     "FEEDBACK_FORMAT_VERSION",
     "MAX_CANDIDATE_TOOLS",
+    "REPAIR_PATTERN",
     "TERMINAL_KINDS",
     "Action",
     "ActionKind",
@@ -119,17 +134,22 @@ __all__ = [
     "IdentifiedRecord",
     "InitialConditions",
     "InvalidInputError",
+    "InvalidRecordError",
     "MemoryRead",
     "MemorySearch",
     "MemoryWrite",
     "MixTarget",
     "Outcome",
+    "PlanChange",
     "PolicyInfo",
     "Quota",
     "Record",
+    "Recurate",
     "Refuse",
     "RejectedTask",
     "RejectionReason",
+    "RepairQuota",
+    "Replay",
     "Review",
     "ReviewDecision",
     "Routing",
@@ -142,9 +162,11 @@ __all__ = [
     "StatePredicateCheck",
     "Step",
     "SubAgentCall",
+    "TaskPattern",
     "TaskSource",
     "TaskSpec",
     "TaskStats",
+    "TemplateWeight",
     "Termination",
     "ToolCall",
     "ToolEffect",
@@ -157,5 +179,9 @@ __all__ = [
     "canonical_json",
     "content_hash",
     "default_plan",
+    "feedback_report_schema",
+    "field_path",
+    "invalid_input",
+    "parse_feedback_report",
     "task_fingerprint",
 ]

@@ -6,20 +6,42 @@ write one: ours, an evaluation run, deployment traces, or an external trainer.
 
 Costs use one unit throughout: the normalized execution cost ``e`` of an attempt, in
 [0, 1] (output tokens and tool calls against their budgets, as CARE defines it).
+
+A reader refuses a ``format_version`` it does not know before it looks at anything else:
+a field of another version may mean something else.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AwareDatetime, Field, model_validator
+import orjson
+from pydantic import (
+    AwareDatetime,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from contract.base import IdentifiedRecord, Record
 from contract.enums import Capability, FailureType
+from contract.errors import InvalidInputError
+from contract.validation import invalid_input
 
 FEEDBACK_FORMAT_VERSION = 1
 """The version this code writes and reads (``format_version``)."""
+
+FEEDBACK_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
+Count = Annotated[int, Field(ge=0)]
+
+_FINITE = ConfigDict(allow_inf_nan=False)
+"""No NaN or infinity: JSON has neither, so such a report could not be stored and read back."""
 
 
 class FeedbackSource(StrEnum):
@@ -38,23 +60,44 @@ class FeedbackSource(StrEnum):
 class TaskStats(Record):
     """How one task fared: attempts, successes, cost, and why the failures failed."""
 
-    fingerprint: str = Field(min_length=1, description="the task's stable identity")
-    attempts: int = Field(ge=1)
-    successes: int = Field(ge=0)
-    mean_cost: float = Field(ge=0.0, le=1.0, description="mean normalized execution cost")
-    failures: dict[FailureType, int] = Field(
-        default_factory=dict, description="failed attempts by attributed failure type"
+    model_config = _FINITE
+
+    fingerprint: str = Field(
+        min_length=1, description="the task's stable identity (TaskSpec.fingerprint, fp-...)"
+    )
+    attempts: int = Field(ge=1, description="episodes run on the task")
+    successes: int = Field(ge=0, description="attempts the task's verifier passed")
+    mean_cost: float = Field(
+        ge=0.0, le=1.0, description="mean normalized execution cost of an attempt, in [0, 1]"
+    )
+    failures: dict[FailureType, Count] = Field(
+        default_factory=dict,
+        description="failed attempts by attributed failure type; at most attempts - successes "
+        "in all (a failure may be left unattributed)",
     )
 
-    @model_validator(mode="after")
-    def _consistent(self) -> TaskStats:
-        if self.successes > self.attempts:
-            raise ValueError(f"successes ({self.successes}) exceed attempts ({self.attempts})")
-        if any(n < 0 for n in self.failures.values()):
-            raise ValueError("failure counts must be >= 0")
-        if sum(self.failures.values()) > self.attempts - self.successes:
-            raise ValueError("more attributed failures than failed attempts")
-        return self
+    @field_validator("successes")
+    @classmethod
+    def _at_most_attempts(cls, successes: int, info: ValidationInfo) -> int:
+        attempts = info.data.get("attempts")
+        if attempts is not None and successes > attempts:
+            raise ValueError(f"{successes} successes exceed the {attempts} attempts")
+        return successes
+
+    @field_validator("failures")
+    @classmethod
+    def _at_most_failed(
+        cls, failures: dict[FailureType, int], info: ValidationInfo
+    ) -> dict[FailureType, int]:
+        attempts, successes = info.data.get("attempts"), info.data.get("successes")
+        if attempts is not None and successes is not None:
+            failed = attempts - successes
+            if sum(failures.values()) > failed:
+                raise ValueError(
+                    f"{sum(failures.values())} attributed failures exceed the {failed} "
+                    "failed attempts"
+                )
+        return failures
 
     @property
     def success_rate(self) -> float:
@@ -64,45 +107,110 @@ class TaskStats(Record):
 class CostStats(Record):
     """Mean cost of an attempt over everything the report covers."""
 
-    mean_cost: float = Field(ge=0.0, le=1.0, description="mean normalized execution cost")
-    mean_steps: float = Field(ge=0.0)
-    mean_tool_calls: float = Field(ge=0.0)
-    mean_output_tokens: float = Field(ge=0.0)
+    model_config = _FINITE
+
+    mean_cost: float = Field(
+        ge=0.0, le=1.0, description="mean normalized execution cost of an attempt, in [0, 1]"
+    )
+    mean_steps: float = Field(ge=0.0, description="mean steps (actions) per attempt")
+    mean_tool_calls: float = Field(ge=0.0, description="mean tool calls per attempt")
+    mean_output_tokens: float = Field(
+        ge=0.0, description="mean tokens the policy generated per attempt"
+    )
 
 
 class FeedbackReport(IdentifiedRecord):
     """What one training run, evaluation or deployment period says about the policy."""
 
+    model_config = _FINITE
     id_prefix: ClassVar[str] = "fb"
 
-    format_version: Literal[1] = Field(description="this format's version")
-    source: FeedbackSource
+    id: str = Field(
+        default="",
+        description="fb-<content hash>: derived from the content when left out; a given id "
+        "that does not match the content is refused",
+    )
+
+    format_version: Literal[1] = Field(
+        description="this format's version; a reader refuses one it does not know"
+    )
+    source: FeedbackSource = Field(description="who measured what the report says")
     produced_by: str = Field(min_length=1, description="the trainer, evaluator or service")
-    model: str | None = Field(default=None, description="the model the report is about")
-    created_at: AwareDatetime
-    capability_scores: dict[Capability, float] = Field(
-        description="development-set success rate per capability, in [0, 1]"
+    model: str | None = Field(
+        default=None, min_length=1, description="the model the report is about"
+    )
+    created_at: AwareDatetime = Field(
+        description="when the measurement ended (ISO 8601 with a time zone)"
+    )
+    capability_scores: dict[Capability, Share] = Field(
+        description="development-set success rate per capability, in [0, 1]; capabilities "
+        "that were not measured are left out"
     )
     overall: float | None = Field(
-        default=None, ge=0.0, le=1.0, description="MobilePA-style Overall, when computed"
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="MobilePA-style Overall (0.5 tool_use + 0.2 memory + 0.2 skills + "
+        "0.1 subagent), when computed",
     )
-    tasks: tuple[TaskStats, ...] = Field(default=(), description="per-task statistics")
-    failure_counts: dict[FailureType, int] = Field(
-        default_factory=dict, description="attributed failures over everything covered"
+    tasks: tuple[TaskStats, ...] = Field(
+        default=(), description="per-task statistics, one entry per task fingerprint"
     )
-    cost: CostStats
-    notes: str = ""
+    failure_counts: dict[FailureType, Count] = Field(
+        default_factory=dict,
+        description="attributed failures by type over everything the report covers",
+    )
+    cost: CostStats = Field(description="mean cost of an attempt over everything covered")
+    notes: str = Field(default="", description="free text for people")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_version(cls, data: Any) -> Any:
+        """Refuse an unknown version before any other field is read."""
+        if isinstance(data, dict):
+            version = data.get("format_version")
+            if version is None:
+                raise InvalidInputError(
+                    "format_version", "is required", allowed=[FEEDBACK_FORMAT_VERSION]
+                )
+            if type(version) is not int or version != FEEDBACK_FORMAT_VERSION:
+                raise InvalidInputError(
+                    "format_version",
+                    f"{version!r} is not supported by this reader",
+                    allowed=[FEEDBACK_FORMAT_VERSION],
+                )
+        return data
 
     @model_validator(mode="after")
-    def _consistent(self) -> FeedbackReport:
-        for capability, score in self.capability_scores.items():
-            if not 0.0 <= score <= 1.0:
-                raise ValueError(f"capability_scores.{capability.value}: {score} is not in [0, 1]")
-        if any(n < 0 for n in self.failure_counts.values()):
-            raise ValueError("failure_counts must be >= 0")
-        seen: set[str] = set()
-        for stats in self.tasks:
-            if stats.fingerprint in seen:
-                raise ValueError(f"tasks: fingerprint {stats.fingerprint} appears twice")
-            seen.add(stats.fingerprint)
+    def _unique_tasks(self) -> FeedbackReport:
+        first: dict[str, int] = {}
+        for i, stats in enumerate(self.tasks):
+            earlier = first.setdefault(stats.fingerprint, i)
+            if earlier != i:
+                raise InvalidInputError(
+                    f"tasks[{i}].fingerprint",
+                    f"{stats.fingerprint!r} appears twice (first at tasks[{earlier}])",
+                )
         return self
+
+
+def parse_feedback_report(text: bytes | str) -> FeedbackReport:
+    """Read a feedback report from JSON text. Raises ``InvalidInputError`` naming the
+    field (``tasks[2].successes``, ``capability_scores.memory``, ``format_version``; a
+    document that is not JSON or not an object is named ``report``), with the allowed
+    values where they are few. An ``id``, when given, must match the content."""
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInputError("report", f"not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise InvalidInputError("report", f"must be a JSON object, not {type(data).__name__}")
+    try:
+        return FeedbackReport.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_input(exc, root="report") from None
+
+
+def feedback_report_schema() -> dict[str, Any]:
+    """The JSON Schema of the format (``docs/feedback-report.schema.json``)."""
+    return {"$schema": FEEDBACK_SCHEMA_DIALECT, **FeedbackReport.model_json_schema()}

@@ -3,6 +3,7 @@
 from storage.artifacts import ArtifactStore
 from storage.catalog import CarriedItems, Catalog, DatasetSummary, RoundInfo
 from storage.errors import CatalogError, UnknownIdError
+from storage.feedback import FeedbackSummary
 from storage.ingest import IngestReport
 from storage.migrations import SCHEMA_VERSION
 from storage.shards import (
@@ -21,6 +22,7 @@ __all__ = [
     "Catalog",
     "CatalogError",
     "DatasetSummary",
+    "FeedbackSummary",
     "IngestReport",
     "RoundInfo",
     "ShardInfo",

@@ -1,4 +1,5 @@
-"""The DuckDB catalog: rounds, tasks, trajectories, curation, reviews and dataset versions.
+"""The DuckDB catalog: rounds, tasks, trajectories, curation, reviews, dataset versions
+and feedback reports.
 
 One DuckDB file. DuckDB locks a file per process, so the catalog holds a connection only
 for the length of one operation. Every write runs in one transaction and is idempotent
@@ -20,19 +21,22 @@ from typing import Any, Self
 
 import duckdb
 import orjson
+import pyarrow as pa
 
 from contract import (
     CurationRecord,
     DatasetApproval,
     DatasetVersion,
+    FeedbackReport,
     RejectedTask,
     Review,
     Split,
     TaskSpec,
     Trajectory,
 )
-from storage import carry_over, dataset_diff, datasets, ingest
+from storage import carry_over, dataset_diff, datasets, feedback, ingest
 from storage.errors import CatalogError, UnknownIdError
+from storage.feedback import FeedbackSummary
 from storage.ingest import IngestReport
 from storage.migrations import SCHEMA_VERSION, migrate, schema_version
 from storage.rows import (
@@ -65,6 +69,8 @@ TABLES = (
     "dataset_approvals",
     "shards",
     "carry_over",
+    "feedback_reports",
+    "feedback_tasks",
 )
 
 _DIRECT_CHECKPOINT = "1MB"
@@ -291,6 +297,15 @@ class Catalog:
             ).fetchall()
         return [TaskSpec.model_validate_json(spec) for (spec,) in rows]
 
+    def tasks_with_fingerprints(self, fingerprints: Iterable[str]) -> list[TaskSpec]:
+        """Stored tasks whose fingerprint is one of ``fingerprints`` (train and dev), by id."""
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT spec FROM tasks WHERE list_contains(?, fingerprint) ORDER BY id",
+                [sorted(set(fingerprints))],
+            ).fetchall()
+        return [TaskSpec.model_validate_json(spec) for (spec,) in rows]
+
     def rejections_of_round(self, round_id: str) -> list[RejectedTask]:
         """Proposals refused in ``round_id``, ordered by id."""
         columns = ", ".join(REJECTION_SCHEMA.names)
@@ -351,6 +366,25 @@ class Catalog:
             if not found:
                 raise UnknownIdError("trajectory", trajectory_id, recent_ids(con, "trajectories"))
         return found[0]
+
+    def trajectories_by_ids(self, trajectory_ids: Sequence[str]) -> list[Trajectory]:
+        """The trajectories ``trajectory_ids``, in that order, loaded in one pass;
+        UnknownIdError names the first one the catalog does not hold."""
+        wanted = list(dict.fromkeys(trajectory_ids))
+        if not wanted:
+            return []
+        with self._connect() as con:
+            con.register("_wanted", pa.table({"id": pa.array(wanted, pa.string())}))
+            try:
+                found = {
+                    t.id: t for t in _load_trajectories(con, "t.id IN (SELECT id FROM _wanted)", [])
+                }
+            finally:
+                con.unregister("_wanted")
+            missing = next((i for i in wanted if i not in found), None)
+            if missing is not None:
+                raise UnknownIdError("trajectory", missing, recent_ids(con, "trajectories"))
+        return [found[i] for i in trajectory_ids]
 
     def count_trajectories(self, round_id: str) -> int:
         """How many trajectories a round has stored."""
@@ -519,6 +553,30 @@ class Catalog:
         (``b_descends_from_a``, the rounds). UnknownIdError for an unknown version."""
         with self._connect() as con:
             return dataset_diff.diff(con, a, b)
+
+    # -- feedback -----------------------------------------------------------------------
+
+    def add_feedback(self, report: FeedbackReport) -> bool:
+        """Store a feedback report and its per-task rows in one transaction; True if it
+        is new. The same report again (by its content-derived id) stores nothing."""
+        with self._write() as con:
+            return feedback.add(con, report)
+
+    def get_feedback(self, report_id: str) -> FeedbackReport:
+        """The feedback report ``report_id``; UnknownIdError if there is none such."""
+        with self._connect() as con:
+            return feedback.load(con, report_id)
+
+    def list_feedback(self) -> list[FeedbackSummary]:
+        """Every feedback report, oldest first (by ``created_at``, then as stored)."""
+        with self._connect() as con:
+            return feedback.summaries(con)
+
+    def latest_feedback(self) -> FeedbackReport | None:
+        """The most recently created feedback report (among equal ``created_at``, the one
+        stored last), if any."""
+        with self._connect() as con:
+            return feedback.latest(con)
 
     # -- all ----------------------------------------------------------------------------
 

@@ -178,7 +178,31 @@ _V3_GATE: Migration = (
 """Version 3: what the gate decided, kept with each dataset member (masks, corrections);
 the approval of each proposed version; items carried over to a later round's gate."""
 
-MIGRATIONS: tuple[Migration, ...] = (_V1_RECORDS, _V2_SHARDS, _V3_GATE)
+_V4_FEEDBACK: Migration = (
+    """CREATE TABLE feedback_reports (
+        id VARCHAR PRIMARY KEY,
+        format_version INTEGER NOT NULL,
+        source VARCHAR NOT NULL,
+        produced_by VARCHAR NOT NULL,
+        model VARCHAR,
+        created_at TIMESTAMP NOT NULL,
+        ingested_at TIMESTAMP NOT NULL,
+        record JSON USING COMPRESSION zstd NOT NULL
+    )""",
+    """CREATE TABLE feedback_tasks (
+        report_id VARCHAR NOT NULL,
+        fingerprint VARCHAR NOT NULL,
+        attempts INTEGER NOT NULL,
+        successes INTEGER NOT NULL,
+        mean_cost DOUBLE NOT NULL,
+        failures JSON NOT NULL,
+        PRIMARY KEY (report_id, fingerprint)
+    )""",
+)
+"""Version 4: feedback reports (the whole record) and their per-task statistics, one row
+per task, for the planner's queries."""
+
+MIGRATIONS: tuple[Migration, ...] = (_V1_RECORDS, _V2_SHARDS, _V3_GATE, _V4_FEEDBACK)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

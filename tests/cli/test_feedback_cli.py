@@ -1,0 +1,149 @@
+"""``flywheel feedback``, run as a user runs it; the committed schema matches the code."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from contract import FeedbackReport, feedback_report_schema, parse_feedback_report
+from storage import Catalog
+
+FLYWHEEL = str(Path(sys.executable).parent / "flywheel")
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+EXAMPLE = DOCS / "examples" / "feedback-report.json"
+SCHEMA = DOCS / "feedback-report.schema.json"
+REGENERATE = "flywheel feedback schema > docs/feedback-report.schema.json"
+
+
+def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLYWHEEL_")}
+    env["FLYWHEEL_HOME"] = str(home)
+    return subprocess.run(
+        [FLYWHEEL, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=home,  # no flywheel.toml of the working copy
+        check=False,
+    )
+
+
+def _ok(result: subprocess.CompletedProcess[str]) -> Any:
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _fails(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+
+
+def test_ingest_list_show_and_ingest_again(tmp_path: Path) -> None:
+    report = parse_feedback_report(EXAMPLE.read_bytes())
+
+    first = _ok(run(tmp_path, "feedback", "ingest", str(EXAMPLE), "--json"))
+    assert first == {
+        "id": report.id,
+        "new": True,
+        "source": "trainer",
+        "created_at": "2026-11-28T16:30:00+00:00",
+        "tasks": 5,
+    }
+    again = run(tmp_path, "feedback", "ingest", str(EXAMPLE))
+    assert again.returncode == 0, again.stderr
+    assert f"{report.id} was stored before: nothing new stored" in again.stdout
+
+    (listed,) = _ok(run(tmp_path, "feedback", "list", "--json"))
+    assert listed["id"] == report.id
+    assert (listed["source"], listed["tasks"], listed["overall"]) == ("trainer", 5, 0.682)
+    assert set(listed) == {
+        "id", "format_version", "source", "produced_by", "model", "created_at",
+        "ingested_at", "overall", "tasks",
+    }  # fmt: skip
+
+    shown = run(tmp_path, "feedback", "show", report.id, "--json")
+    assert _ok(shown) == report.model_dump(mode="json")
+    # what show prints is a report file: ingesting it stores nothing new
+    (tmp_path / "shown.json").write_text(shown.stdout)
+    reingested = _ok(run(tmp_path, "feedback", "ingest", str(tmp_path / "shown.json"), "--json"))
+    assert reingested["new"] is False
+    with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
+        assert catalog.stats()["feedback_reports"] == 1
+
+    text = run(tmp_path, "feedback", "show", report.id)
+    assert text.returncode == 0
+    assert "fp-b13d180c0f3fd56dd192" in text.stdout and "argument_grounding 6" in text.stdout
+    assert "memory      0.41" in text.stdout
+    listing = run(tmp_path, "feedback", "list")
+    assert report.id in listing.stdout and "mobile-planner-r1" in listing.stdout
+
+
+def test_a_malformed_report_exits_1_naming_the_field_and_stores_nothing(tmp_path: Path) -> None:
+    data = json.loads(EXAMPLE.read_text())
+    data["tasks"][2]["successes"] = 9
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+
+    # before any catalog exists: none is created
+    _fails(run(tmp_path, "feedback", "ingest", str(bad)), str(bad), "tasks[2].successes")
+    assert not (tmp_path / "catalog.duckdb").exists()
+
+    _ok(run(tmp_path, "feedback", "ingest", str(EXAMPLE), "--json"))
+    with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
+        before = catalog.stats()
+    data["tasks"][2]["successes"] = 0
+    data["format_version"] = 2
+    bad.write_text(json.dumps(data))
+    _fails(
+        run(tmp_path, "feedback", "ingest", str(bad), "--json"),
+        f"error: {bad}: format_version: 2 is not supported by this reader (allowed: 1)",
+    )
+    bad.write_text("{not json")
+    _fails(run(tmp_path, "feedback", "ingest", str(bad)), "report: not valid JSON")
+    _fails(run(tmp_path, "feedback", "ingest", str(tmp_path / "missing.json")), "cannot read it")
+    with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
+        assert catalog.stats() == before
+
+
+def test_show_of_an_unknown_id_and_listing_without_a_catalog_exit_1(tmp_path: Path) -> None:
+    _fails(run(tmp_path, "feedback", "list"), "no catalog")
+    first = _ok(run(tmp_path, "feedback", "ingest", str(EXAMPLE), "--json"))
+    _fails(
+        run(tmp_path, "feedback", "show", "fb-nothing", "--json"),
+        "unknown feedback report id 'fb-nothing'",
+        first["id"],
+    )
+
+
+def test_the_committed_schema_is_the_codes() -> None:
+    committed = json.loads(SCHEMA.read_text())
+    assert committed == feedback_report_schema(), (
+        f"{SCHEMA} differs from FeedbackReport's schema: regenerate it with `{REGENERATE}`"
+    )
+
+
+def test_schema_prints_the_committed_file_byte_for_byte(tmp_path: Path) -> None:
+    printed = run(tmp_path, "feedback", "schema")
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == SCHEMA.read_text(), f"regenerate it with `{REGENERATE}`"
+
+
+def test_the_documented_examples_are_valid_reports() -> None:
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    markdown = (DOCS / "feedback-report.md").read_text()
+    (embedded,) = re.findall(r"```json\n(.*?)```", markdown, re.DOTALL)
+    for text in (EXAMPLE.read_text(), embedded):
+        jsonschema.validate(json.loads(text), schema)
+        assert isinstance(parse_feedback_report(text), FeedbackReport)
