@@ -6,28 +6,40 @@ when its reference plan passes its own verifier on a fresh sandbox, its goal is
 well-formed, it is neither a duplicate nor a near-duplicate, and its fingerprint is not a
 development task's; ``record`` stores the tasks and every rejection with its reason.
 Proposing repeats until the quotas are filled or ``max_passes`` runs out.
+
+A plan built from feedback (``curation.planning``) adds repair sets: their tasks come
+from the train templates that declare the failure type's pattern, and a proposal is kept
+only when ``exhibits`` confirms the pattern on the task itself; they are stored with
+source ``repair``. Template weights make down-sampled templates less likely proposals.
+The plan's replays and preservation set are resolved to the stored tasks and handed back
+(``Construction.recollect``) for the round to collect again; a development task among
+them is refused before anything is built or stored.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import NamedTuple, Protocol, TypedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, NamedTuple, Protocol, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from agents.llm import JsonLLM, LLMOutputError
 from contract import (
+    REPAIR_PATTERN,
     Capability,
     Difficulty,
+    FailureType,
     FlywheelError,
     GenerationPlan,
+    InvalidInputError,
     Quota,
     RejectedTask,
     RejectionReason,
+    Replay,
     Split,
     TaskSource,
     TaskSpec,
@@ -36,9 +48,12 @@ from curation.dedup import NearDuplicateIndex, Signature, word_shingles
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.base import TaskTemplate
 from envs.sandbox.templates.catalog import instantiate, replay_reference
+from envs.sandbox.templates.patterns import exhibits
 from envs.sandbox.templates.registry import ALL_TEMPLATES
 
 Cell = tuple[Capability, Difficulty]
+Slot = Cell | FailureType
+"""What a proposal fills: a quota cell, or the repair set of a failure type."""
 MAX_GOAL_WORDS = 80
 GOAL_NEAR_DUPLICATE = 0.9
 EXHAUSTED_AFTER = 2
@@ -58,12 +73,28 @@ class TaskStore(Protocol):
 
 @dataclass(frozen=True)
 class Proposal:
-    """A task proposed for a quota cell, or why none could be built."""
+    """A task proposed for a quota cell or a repair set, or why none could be built."""
 
     cell: Cell
     template: str
     task: TaskSpec | None
     problem: str | None = None
+    repair: FailureType | None = None
+    """The repair set the task is proposed for (its cell is then only informative)."""
+
+    @property
+    def slot(self) -> Slot:
+        return self.repair if self.repair is not None else self.cell
+
+
+@dataclass(frozen=True)
+class Recollection:
+    """A stored task the round collects again, and why."""
+
+    task: TaskSpec
+    attempts: int
+    kind: Literal["replay", "preserve"]
+    reason: str
 
 
 class Construction(NamedTuple):
@@ -71,6 +102,10 @@ class Construction(NamedTuple):
     rejected: list[RejectedTask]
     plan: GenerationPlan
     """The plan as filled: quotas of cells whose templates ran out moved, with reasons."""
+    recollect: tuple[Recollection, ...]
+    """The plan's replays and preservation set, resolved to the stored tasks."""
+    repair_sets: dict[FailureType, tuple[str, ...]]
+    """Ids of the accepted tasks of each repair set."""
 
 
 class ConstructorState(TypedDict, total=False):
@@ -83,16 +118,18 @@ class ConstructorState(TypedDict, total=False):
     known_goals: list[str]
     """``what_it_asks`` of tasks constructed before this round."""
     passes: int
-    stalls: dict[Cell, int]
-    """Consecutive passes in which a cell accepted nothing."""
-    have_before: dict[Cell, int]
-    proposed: dict[Cell, int]
+    stalls: dict[Slot, int]
+    """Consecutive passes in which a cell or repair set accepted nothing."""
+    have_before: dict[Slot, int]
+    proposed: dict[Slot, int]
     goal_index: NearDuplicateIndex
     """MinHash index of ``what_it_asks`` of known and accepted tasks, kept across passes."""
-    exhausted: frozenset[Cell]
-    """Cells whose templates yield no new tasks: their quota moved elsewhere."""
+    exhausted: frozenset[Slot]
+    """Cells and repair sets whose templates yield no new tasks: their quota moved."""
     proposals: list[Proposal]
     accepted: list[TaskSpec]
+    repair_of: dict[str, FailureType]
+    """Accepted tasks (by id) that fill a repair set, and which."""
     rejected: list[RejectedTask]
 
 
@@ -106,14 +143,34 @@ def cell_of(task: TaskSpec) -> Cell:
     return (task.capabilities[0], task.difficulty)
 
 
-def shortfall(plan: GenerationPlan, accepted: Sequence[TaskSpec]) -> dict[Cell, int]:
-    """Tasks still missing per quota cell."""
-    have = Counter(cell_of(t) for t in accepted)
-    missing = {
+def slot_of(task: TaskSpec, repair_of: Mapping[str, FailureType]) -> Slot:
+    return repair_of.get(task.id) or cell_of(task)
+
+
+def _filled(accepted: Sequence[TaskSpec], repair_of: Mapping[str, FailureType]) -> Counter[Slot]:
+    return Counter(slot_of(t, repair_of) for t in accepted)
+
+
+def shortfall(
+    plan: GenerationPlan,
+    accepted: Sequence[TaskSpec],
+    repair_of: Mapping[str, FailureType] | None = None,
+) -> dict[Slot, int]:
+    """Tasks still missing per quota cell and per repair set (cells first)."""
+    have = _filled(accepted, repair_of or {})
+    missing: dict[Slot, int] = {
         (q.capability, q.difficulty): q.count - have[(q.capability, q.difficulty)]
         for q in plan.quotas
     }
-    return {cell: n for cell, n in missing.items() if n > 0}
+    missing.update({r.failure_type: r.count - have[r.failure_type] for r in plan.repairs})
+    return {slot: n for slot, n in missing.items() if n > 0}
+
+
+def _slot_key(slot: Slot) -> tuple[int, str, str]:
+    """Cells in their natural order, then repair sets."""
+    if isinstance(slot, tuple):
+        return (0, slot[0].value, slot[1].value)
+    return (1, slot.value, "")
 
 
 def templates_for(cell: Cell) -> list[TaskTemplate]:
@@ -124,6 +181,16 @@ def templates_for(cell: Cell) -> list[TaskTemplate]:
         for t in ALL_TEMPLATES
         if t.split is Split.TRAIN and t.capabilities[0] is capability and t.difficulty is difficulty
     ]
+
+
+def templates_with(failure_type: FailureType) -> list[TaskTemplate]:
+    """Train templates that exhibit the pattern of ``failure_type``'s repair set."""
+    pattern = REPAIR_PATTERN[failure_type]
+    return [t for t in ALL_TEMPLATES if t.split is Split.TRAIN and pattern in t.patterns]
+
+
+def templates_of(slot: Slot) -> list[TaskTemplate]:
+    return templates_for(slot) if isinstance(slot, tuple) else templates_with(slot)
 
 
 def what_it_asks(task: TaskSpec) -> str:
@@ -154,23 +221,39 @@ def goal_problem(goal: str) -> str | None:
 
 def make_propose(sandbox: MobileSandbox, llm: JsonLLM | None) -> ConstructorNode:
     def propose(state: ConstructorState) -> ConstructorState:
-        """One proposal per missing task of every unfilled cell, drawn from the seed."""
+        """One proposal per missing task of every unfilled cell and repair set, drawn from
+        the seed; templates are drawn by the plan's template weights (1 when unlisted)."""
         passes = state.get("passes", 0)
         proposals: list[Proposal] = []
-        proposed: dict[Cell, int] = {}
+        proposed: dict[Slot, int] = {}
         worlds = world_seeds(state["seed"])
-        for cell, missing in sorted(shortfall(state["plan"], state.get("accepted", [])).items()):
-            pool = templates_for(cell)
+        plan = state["plan"]
+        weights = {w.template: w.weight for w in plan.template_weights}
+        missing_by_slot = shortfall(plan, state.get("accepted", []), state.get("repair_of", {}))
+        for slot in sorted(missing_by_slot, key=_slot_key):
+            missing = missing_by_slot[slot]
+            pool = templates_of(slot)
             if not pool:
                 continue
             before = len(proposals)
-            rng = random.Random(f"{state['seed']}:{passes}:{cell[0]}:{cell[1]}")
+            if isinstance(slot, tuple):
+                rng = random.Random(f"{state['seed']}:{passes}:{slot[0]}:{slot[1]}")
+            else:
+                rng = random.Random(f"{state['seed']}:{passes}:repair:{slot}")
+            pool_weights = [weights.get(t.name, 1.0) for t in pool]
             # Later passes over-propose: what is left is the hard part of the cell.
             for _ in range(missing if passes == 0 else 2 * missing + 2):
-                template = rng.choice(pool)
+                if all(w == 1.0 for w in pool_weights):
+                    template = rng.choice(pool)
+                else:
+                    template = rng.choices(pool, weights=pool_weights)[0]
                 seed = worlds[rng.randrange(len(worlds))]
-                proposals.append(_instantiate(cell, template, seed, rng.randrange(2**31), sandbox))
-            proposed[cell] = proposed.get(cell, 0) + len(proposals) - before
+                variant = rng.randrange(2**31)
+                if isinstance(slot, tuple):
+                    proposals.append(_instantiate(slot, template, seed, variant, sandbox))
+                else:
+                    proposals.append(_repair_proposal(slot, template, seed, variant, sandbox))
+            proposed[slot] = proposed.get(slot, 0) + len(proposals) - before
         if llm is not None:
             proposals = [reword(p, llm) for p in proposals]
         return {"proposals": proposals, "passes": passes + 1, "proposed": proposed}
@@ -194,6 +277,19 @@ def _instantiate(
         return Proposal(cell, template.name, None, str(exc))
 
 
+def _repair_proposal(
+    failure_type: FailureType, template: TaskTemplate, seed: int, variant: int, sb: MobileSandbox
+) -> Proposal:
+    """A template task for a repair set, stored with source ``repair``."""
+    cell = (template.capabilities[0], template.difficulty)
+    try:
+        task = instantiate(template, seed, sb, variant=variant)
+    except FlywheelError as exc:
+        return Proposal(cell, template.name, None, str(exc), repair=failure_type)
+    task = TaskSpec.model_validate(task.model_dump(exclude={"id"}) | {"source": TaskSource.REPAIR})
+    return Proposal(cell, template.name, task, repair=failure_type)
+
+
 REWORD_SYSTEM = (
     "You rewrite requests that a phone user gives an assistant. Keep every name, number, "
     "date, time and quoted text exactly; change only the wording. Answer with JSON: "
@@ -209,16 +305,18 @@ def reword(proposal: Proposal, llm: JsonLLM) -> Proposal:
     try:
         goal = llm.ask_json(REWORD_SYSTEM, task.goal).get("goal")
     except (LLMOutputError, OSError) as exc:
-        return Proposal(proposal.cell, proposal.template, None, f"LLM rewording failed: {exc}")
+        return replace(proposal, task=None, problem=f"LLM rewording failed: {exc}")
     if not isinstance(goal, str):
-        return Proposal(proposal.cell, proposal.template, None, "LLM answer has no goal string")
+        return replace(proposal, task=None, problem="LLM answer has no goal string")
     lost = [token for token in _literals(task.goal) if token not in goal]
     if lost:
-        return Proposal(proposal.cell, proposal.template, None, f"LLM wording lost {lost[:3]}")
+        return replace(proposal, task=None, problem=f"LLM wording lost {lost[:3]}")
+    # A repair task stays one: the wording changes, not why the task was made.
+    source = TaskSource.REPAIR if task.source is TaskSource.REPAIR else TaskSource.LLM
     reworded = TaskSpec.model_validate(
-        task.model_dump(exclude={"id"}) | {"goal": goal, "source": TaskSource.LLM}
+        task.model_dump(exclude={"id"}) | {"goal": goal, "source": source}
     )
-    return Proposal(proposal.cell, proposal.template, reworded)
+    return replace(proposal, task=reworded)
 
 
 def _literals(goal: str) -> list[str]:
@@ -237,9 +335,11 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
 
         Cheap checks (built, not a development task, not a known fingerprint, a
         well-formed goal) run first; the survivors are MinHash-signed in one vectorized
-        batch, then checked for near-duplicates and replayed one by one.
+        batch, then checked for near-duplicates and replayed one by one; a repair task
+        must also exhibit its repair set's pattern.
         """
         accepted = list(state.get("accepted", []))
+        repair_of = dict(state.get("repair_of", {}))
         rejected = list(state.get("rejected", []))
         index = state.get("goal_index") or _goal_index(state, accepted, threshold)
         known = state.get("known_fingerprints", frozenset())
@@ -252,20 +352,30 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
             else:
                 survivors.append((proposal, proposal.task))
         signatures = index.hasher.signatures([word_shingles(what_it_asks(t)) for _, t in survivors])
-        missing = shortfall(state["plan"], accepted)
+        missing = shortfall(state["plan"], accepted, repair_of)
         seen = {t.fingerprint for t in accepted}
         for (proposal, task), signature in zip(survivors, signatures, strict=True):
-            if missing.get(proposal.cell, 0) <= 0:
+            if missing.get(proposal.slot, 0) <= 0:
                 continue  # the cell filled up within this pass: not a rejection
             reason, detail = _costly_check(task, seen, index, signature, sandbox)
+            if reason is None and proposal.repair is not None:
+                reason, detail = _pattern_check(task, proposal.repair, sandbox)
             if reason is not None:
                 rejected.append(_rejection(state["round_id"], proposal, reason, detail))
                 continue
-            missing[proposal.cell] -= 1
+            missing[proposal.slot] -= 1
             accepted.append(task)
+            if proposal.repair is not None:
+                repair_of[task.id] = proposal.repair
             seen.add(task.fingerprint)
             index.add_signature(task.id, signature)
-        return {"accepted": accepted, "rejected": rejected, "proposals": [], "goal_index": index}
+        return {
+            "accepted": accepted,
+            "repair_of": repair_of,
+            "rejected": rejected,
+            "proposals": [],
+            "goal_index": index,
+        }
 
     return validate
 
@@ -316,6 +426,19 @@ def _costly_check(
     return None, ""
 
 
+def _pattern_check(
+    task: TaskSpec, failure_type: FailureType, sandbox: MobileSandbox
+) -> tuple[RejectionReason | None, str]:
+    pattern = REPAIR_PATTERN[failure_type]
+    if exhibits(task, pattern, sandbox):
+        return None, ""
+    return (
+        RejectionReason.INVALID,
+        f"proposed for the {failure_type.value} repair set, but its reference run does not "
+        f"show the {pattern.value} pattern",
+    )
+
+
 def _rejection(
     round_id: str, proposal: Proposal, reason: RejectionReason | None, detail: str
 ) -> RejectedTask:
@@ -332,39 +455,62 @@ def _rejection(
 
 def replan(state: ConstructorState) -> ConstructorState:
     """Move the quota of cells whose templates are used up to the other cells of the same
-    difficulty (in proportion to their templates), saying so in the quotas' reasons."""
+    difficulty (in proportion to their templates), and that of used-up repair sets to
+    the open cells, saying so in the quotas' reasons."""
     plan, accepted = state["plan"], state.get("accepted", [])
-    have = Counter(cell_of(t) for t in accepted)
+    repair_of = state.get("repair_of", {})
+    have = _filled(accepted, repair_of)
     before = state.get("have_before", {})
     proposed = state.get("proposed", {})
     stalls = dict(state.get("stalls", {}))
     exhausted = set(state.get("exhausted", frozenset()))
-    missing = shortfall(plan, accepted)
-    for cell in missing:
-        gained = have[cell] - before.get(cell, 0)
-        stalled = gained < max(1.0, MIN_YIELD * proposed.get(cell, 0))
-        stalls[cell] = stalls.get(cell, 0) + 1 if stalled else 0
-    newly = {c for c in missing if stalls[c] >= EXHAUSTED_AFTER and c not in exhausted}
+    missing = shortfall(plan, accepted, repair_of)
+    for slot in missing:
+        gained = have[slot] - before.get(slot, 0)
+        stalled = gained < max(1.0, MIN_YIELD * proposed.get(slot, 0))
+        stalls[slot] = stalls.get(slot, 0) + 1 if stalled else 0
+    newly = {s for s in missing if stalls[s] >= EXHAUSTED_AFTER and s not in exhausted}
     update: ConstructorState = {"stalls": stalls, "have_before": dict(have)}
     if not newly:
         return update
     exhausted |= newly
     counts = {(q.capability, q.difficulty): q.count for q in plan.quotas}
     reasons = {(q.capability, q.difficulty): q.reason for q in plan.quotas}
-    for cell in sorted(newly):
-        spare = missing[cell]
-        counts[cell] -= spare
-        reasons[cell] += f"; {spare} fewer: its templates are used up"
+    repairs = {r.failure_type: r for r in plan.repairs}
+    for slot in sorted(newly, key=_slot_key):
+        spare = missing[slot]
         open_cells = [c for c in counts if c not in exhausted and templates_for(c)]
-        takers = [c for c in open_cells if c[1] == cell[1]] or open_cells
+        if isinstance(slot, tuple):
+            counts[slot] -= spare
+            reasons[slot] += f"; {spare} fewer: its templates are used up"
+            takers = [c for c in open_cells if c[1] == slot[1]] or open_cells
+            source = f"{slot[0]}/{slot[1]}"
+        else:
+            held = repairs[slot]
+            repairs[slot] = held.model_copy(
+                update={
+                    "count": held.count - spare,
+                    "reason": f"{held.reason}; {spare} fewer: its templates are used up",
+                }
+            )
+            takers = open_cells
+            source = f"the {slot} repair set"
         for taker, extra in _apportion(spare, {c: len(templates_for(c)) for c in takers}).items():
             counts[taker] += extra
-            reasons[taker] += f"; +{extra} from {cell[0]}/{cell[1]}"
+            reasons[taker] += f"; +{extra} from {source}"
     quotas = tuple(
         Quota(capability=c, difficulty=d, count=n, reason=reasons[(c, d)])
         for (c, d), n in counts.items()
     )
-    plan = GenerationPlan(quotas=quotas, source=plan.source)
+    plan = GenerationPlan(
+        quotas=quotas,
+        source=plan.source,
+        repairs=tuple(repairs.values()),
+        replays=plan.replays,
+        preserve=plan.preserve,
+        recurate=plan.recurate,
+        template_weights=plan.template_weights,
+    )
     return {**update, "plan": plan, "exhausted": frozenset(exhausted)}
 
 
@@ -403,9 +549,11 @@ def build_task_constructor_graph(
     """The task-constructor; ``sandbox`` replays reference plans, ``store`` keeps results."""
 
     def more_needed(state: ConstructorState) -> str:
-        open_cells = set(shortfall(state["plan"], state.get("accepted", [])))
-        open_cells -= state.get("exhausted", frozenset())
-        done = not open_cells or state.get("passes", 0) >= max_passes
+        open_slots = set(
+            shortfall(state["plan"], state.get("accepted", []), state.get("repair_of", {}))
+        )
+        open_slots -= state.get("exhausted", frozenset())
+        done = not open_slots or state.get("passes", 0) >= max_passes
         return "record" if done else "propose"
 
     graph = StateGraph(ConstructorState)
@@ -432,9 +580,17 @@ def construct_tasks(
     known_fingerprints: frozenset[str] = frozenset(),
     dev_fingerprints: frozenset[str] = frozenset(),
     known_goals: Sequence[str] = (),
+    stored_tasks: Sequence[TaskSpec] = (),
     max_passes: int = 12,
 ) -> Construction:
-    """Run the graph once; accepted tasks come back sorted by id."""
+    """Run the graph once; accepted tasks come back sorted by id.
+
+    ``stored_tasks``: the catalog's tasks the plan's replays and preservation set name;
+    they come back in ``recollect``. A development task among them (by split or in
+    ``dev_fingerprints``), or a fingerprint no stored task has, is refused with an
+    ``InvalidInputError`` naming it, before anything is built or stored.
+    """
+    recollect = resolve_recollection(plan, stored_tasks, dev_fingerprints)
     graph = build_task_constructor_graph(sandbox, store=store, llm=llm, max_passes=max_passes)
     final = graph.invoke(
         {
@@ -446,12 +602,53 @@ def construct_tasks(
             "known_goals": list(known_goals),
             "passes": 0,
             "accepted": [],
+            "repair_of": {},
             "rejected": [],
         },
         {"recursion_limit": 4 * max_passes + 8},
     )
+    repair_of = final.get("repair_of", {})
     return Construction(
         tasks=sorted(final.get("accepted", []), key=lambda t: t.id),
         rejected=final.get("rejected", []),
         plan=final["plan"],
+        recollect=recollect,
+        repair_sets={
+            r.failure_type: tuple(sorted(i for i, f in repair_of.items() if f is r.failure_type))
+            for r in plan.repairs
+        },
     )
+
+
+def resolve_recollection(
+    plan: GenerationPlan, stored_tasks: Sequence[TaskSpec], dev_fingerprints: frozenset[str]
+) -> tuple[Recollection, ...]:
+    """The plan's replays and preservation set as stored tasks to collect again.
+
+    Development tasks are never re-collected for training: one in the plan is refused
+    loudly, naming its fingerprint, as is a fingerprint no stored task has.
+    """
+    by_fingerprint: dict[str, TaskSpec] = {}
+    for task in sorted(stored_tasks, key=lambda t: t.id):
+        held = by_fingerprint.get(task.fingerprint)
+        if held is None or task.split is Split.DEV:
+            by_fingerprint[task.fingerprint] = task
+    entries: list[tuple[Literal["replay", "preserve"], Replay]] = [
+        *(("replay", r) for r in plan.replays),
+        *(("preserve", r) for r in plan.preserve),
+    ]
+    out: list[Recollection] = []
+    for kind, entry in entries:
+        field = "plan.replays" if kind == "replay" else "plan.preserve"
+        stored = by_fingerprint.get(entry.fingerprint)
+        if entry.fingerprint in dev_fingerprints or (
+            stored is not None and stored.split is Split.DEV
+        ):
+            raise InvalidInputError(
+                field,
+                f"{entry.fingerprint} is a development task: it is never collected for training",
+            )
+        if stored is None:
+            raise InvalidInputError(field, f"{entry.fingerprint} is not a stored task")
+        out.append(Recollection(stored, entry.attempts, kind, entry.reason))
+    return tuple(out)

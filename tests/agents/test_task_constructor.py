@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections import Counter
+from collections.abc import Sequence
 
 import pytest
+from pydantic import JsonValue
 
 from agents.llm import OpenAIJsonLLM
 from agents.policies.openai_policy import make_client
@@ -15,28 +18,47 @@ from agents.task_constructor import (
     cell_of,
     construct_tasks,
     goal_problem,
+    make_propose,
     make_validate,
+    replan,
     reword,
 )
 from contract import (
     Capability,
+    CostStats,
     Difficulty,
+    FailureType,
+    FeedbackReport,
+    FeedbackSource,
     GenerationPlan,
+    InvalidInputError,
     Quota,
+    RejectedTask,
     RejectionReason,
+    RepairQuota,
+    Replay,
     Split,
+    TaskPattern,
     TaskSource,
     TaskSpec,
+    TemplateWeight,
     default_plan,
 )
+from curation.planning import plan_from_feedback
 from envs.sandbox import MobileSandbox
-from envs.sandbox.templates.catalog import replay_reference, sample_tasks
+from envs.sandbox.templates.catalog import (
+    instantiate,
+    replay_reference,
+    sample_tasks,
+    template_named,
+)
+from envs.sandbox.templates.patterns import grounded_arguments
 from tests.fakes.chat_server import ScriptedChatServer, text_reply
 
 
 def test_fills_every_quota_of_the_default_plan(sandbox: MobileSandbox) -> None:
     plan = default_plan(30)
-    tasks, _, _ = construct_tasks("round-t", plan, 5, sandbox)
+    tasks = construct_tasks("round-t", plan, 5, sandbox).tasks
     assert len(tasks) == 30
     assert Counter(cell_of(t) for t in tasks) == Counter(
         {(q.capability, q.difficulty): q.count for q in plan.quotas}
@@ -47,15 +69,15 @@ def test_fills_every_quota_of_the_default_plan(sandbox: MobileSandbox) -> None:
 
 
 def test_is_deterministic_for_a_seed(sandbox: MobileSandbox) -> None:
-    first, _, _ = construct_tasks("round-t", default_plan(12), 9, sandbox)
-    second, _, _ = construct_tasks("round-t", default_plan(12), 9, sandbox)
+    first = construct_tasks("round-t", default_plan(12), 9, sandbox).tasks
+    second = construct_tasks("round-t", default_plan(12), 9, sandbox).tasks
     assert [t.id for t in first] == [t.id for t in second]
 
 
 def test_known_fingerprints_are_duplicates_and_quotas_still_fill(sandbox: MobileSandbox) -> None:
-    first, _, _ = construct_tasks("round-a", default_plan(24), 3, sandbox)
+    first = construct_tasks("round-a", default_plan(24), 3, sandbox).tasks
     known = frozenset(t.fingerprint for t in first)
-    again, rejected, _ = construct_tasks(
+    again, rejected, *_ = construct_tasks(
         "round-b", default_plan(24), 3, sandbox, known_fingerprints=known
     )
     assert len(again) == 24
@@ -66,7 +88,7 @@ def test_known_fingerprints_are_duplicates_and_quotas_still_fill(sandbox: Mobile
 
 
 def test_development_tasks_are_rejected_never_accepted(sandbox: MobileSandbox) -> None:
-    tasks, rejected, _ = construct_tasks("round-d", default_plan(240), 1, sandbox)
+    tasks, rejected, *_ = construct_tasks("round-d", default_plan(240), 1, sandbox)
     assert all(t.split is Split.TRAIN for t in tasks)
     dev = [r for r in rejected if r.reason is RejectionReason.DEVELOPMENT_TASK]
     assert dev, "one parameter draw in ten is held out: some proposals must hit it"
@@ -74,9 +96,9 @@ def test_development_tasks_are_rejected_never_accepted(sandbox: MobileSandbox) -
 
 
 def test_dev_fingerprints_from_the_catalog_are_refused(sandbox: MobileSandbox) -> None:
-    tasks, _, _ = construct_tasks("round-x", default_plan(12), 4, sandbox)
+    tasks = construct_tasks("round-x", default_plan(12), 4, sandbox).tasks
     dev = frozenset(t.fingerprint for t in tasks)
-    again, rejected, _ = construct_tasks(
+    again, rejected, *_ = construct_tasks(
         "round-y", default_plan(12), 4, sandbox, dev_fingerprints=dev
     )
     assert not dev & {t.fingerprint for t in again}
@@ -167,3 +189,201 @@ def test_llm_rewording_keeps_literals_or_is_rejected(sandbox: MobileSandbox) -> 
     assert lost.task is None and lost.problem is not None and "lost" in lost.problem
     assert malformed.task is None and malformed.problem is not None
     assert "did not answer with JSON" in malformed.problem
+
+
+# -- plans built from feedback ------------------------------------------------------------
+
+
+class SpyStore:
+    def __init__(self) -> None:
+        self.tasks: list[TaskSpec] = []
+        self.rejections: list[RejectedTask] = []
+
+    def add_tasks(self, round_id: str, tasks: Sequence[TaskSpec]) -> int:
+        self.tasks += tasks
+        return len(tasks)
+
+    def add_rejections(self, rejections: Sequence[RejectedTask]) -> int:
+        self.rejections += rejections
+        return len(rejections)
+
+
+def _report(scores: dict[Capability, float], failures: dict[FailureType, int]) -> FeedbackReport:
+    return FeedbackReport(
+        format_version=1,
+        source=FeedbackSource.TRAINER,
+        produced_by="test",
+        created_at=datetime.datetime(2026, 3, 20, tzinfo=datetime.UTC),
+        capability_scores=scores,
+        failure_counts=failures,
+        cost=CostStats(mean_cost=0.3, mean_steps=4.0, mean_tool_calls=3.0, mean_output_tokens=90),
+    )
+
+
+def test_weak_memory_and_grounding_failures_give_memory_tasks_and_grounded_repairs(
+    sandbox: MobileSandbox,
+) -> None:
+    scores = {
+        Capability.TOOL_USE: 0.8,
+        Capability.MEMORY: 0.3,
+        Capability.SKILLS: 0.75,
+        Capability.SUBAGENT: 0.7,
+    }
+    report = _report(scores, {FailureType.ARGUMENT_GROUNDING: 20})
+    plan = plan_from_feedback(report, [], 48)
+    [repair] = plan.repairs
+    assert (repair.failure_type, repair.count) == (FailureType.ARGUMENT_GROUNDING, 12)
+    store = SpyStore()
+    built = construct_tasks("round-f", plan, 7, sandbox, store=store)
+    assert len(built.tasks) == 48 == len(store.tasks)
+    grounding = set(built.repair_sets[FailureType.ARGUMENT_GROUNDING])
+    assert len(grounding) == 12
+    repairs = [t for t in built.tasks if t.id in grounding]
+    for task in repairs:
+        assert task.source is TaskSource.REPAIR
+        assert TaskPattern.GROUNDING in template_named(task.template or "").patterns
+        assert grounded_arguments(task, sandbox), f"{task.template}: no grounded argument"
+        assert replay_reference(task, sandbox).passed
+    quota_tasks = [t for t in built.tasks if t.id not in grounding]
+    assert Counter(cell_of(t) for t in quota_tasks) == Counter(
+        {(q.capability, q.difficulty): q.count for q in plan.quotas if q.count}
+    )
+    memory = sum(cell_of(t)[0] is Capability.MEMORY for t in quota_tasks)
+    assert memory > sum(
+        q.count for q in default_plan(36).quotas if q.capability is Capability.MEMORY
+    )
+
+
+def test_replays_and_the_preservation_set_come_back_as_stored_tasks(
+    sandbox: MobileSandbox,
+) -> None:
+    stored = construct_tasks("round-1", default_plan(12), 2, sandbox).tasks
+    plan = default_plan(6).model_copy(
+        update={
+            "replays": (Replay(fingerprint=stored[0].fingerprint, attempts=4, reason="shaky"),),
+            "preserve": (Replay(fingerprint=stored[1].fingerprint, attempts=1, reason="kept"),),
+        }
+    )
+    built = construct_tasks(
+        "round-2",
+        plan,
+        2,
+        sandbox,
+        known_fingerprints=frozenset(t.fingerprint for t in stored),
+        stored_tasks=stored,
+    )
+    assert len(built.tasks) == 6
+    assert [(r.task, r.attempts, r.kind, r.reason) for r in built.recollect] == [
+        (stored[0], 4, "replay", "shaky"),
+        (stored[1], 1, "preserve", "kept"),
+    ]
+    assert built.plan.replays == plan.replays and built.plan.preserve == plan.preserve
+
+
+@pytest.mark.parametrize("field", ["replays", "preserve"])
+def test_a_development_task_is_never_replayed(sandbox: MobileSandbox, field: str) -> None:
+    [dev] = sample_tasks(1, 13, sandbox, split=Split.DEV)
+    [train] = sample_tasks(1, 14, sandbox, split=Split.TRAIN)
+    for fingerprint, dev_fingerprints in (
+        (dev.fingerprint, frozenset[str]()),  # a development task by its split
+        (train.fingerprint, frozenset({train.fingerprint})),  # by the catalog's dev set
+    ):
+        plan = default_plan(4).model_copy(
+            update={field: (Replay(fingerprint=fingerprint, attempts=2),)}
+        )
+        store = SpyStore()
+        with pytest.raises(InvalidInputError, match=f"plan.{field}: {fingerprint} is a devel"):
+            construct_tasks(
+                "round-dev",
+                plan,
+                1,
+                sandbox,
+                store=store,
+                stored_tasks=[dev, train],
+                dev_fingerprints=dev_fingerprints,
+            )
+        assert store.tasks == [] and store.rejections == []
+
+
+def test_a_replay_of_an_unknown_task_is_refused(sandbox: MobileSandbox) -> None:
+    plan = default_plan(4).model_copy(
+        update={"replays": (Replay(fingerprint="fp-nowhere", attempts=2),)}
+    )
+    with pytest.raises(InvalidInputError, match=r"plan\.replays: fp-nowhere is not a stored task"):
+        construct_tasks("round-u", plan, 1, sandbox)
+
+
+def test_template_weights_steer_which_templates_are_proposed(sandbox: MobileSandbox) -> None:
+    cell = (Capability.TOOL_USE, Difficulty.EASY)
+    quota = Quota(capability=cell[0], difficulty=cell[1], count=60)
+    plain = GenerationPlan(quotas=(quota,))
+    weighted = plain.model_copy(
+        update={"template_weights": (TemplateWeight(template="text_contact", weight=1e-9),)}
+    )
+    propose = make_propose(sandbox, None)
+    before = propose({"round_id": "r", "seed": 0, "plan": plain})["proposals"]
+    after = propose({"round_id": "r", "seed": 0, "plan": weighted})["proposals"]
+    assert any(p.template == "text_contact" for p in before)
+    assert not any(p.template == "text_contact" for p in after)
+    assert len(after) == 60
+
+
+def test_a_repair_task_must_show_its_pattern(sandbox: MobileSandbox) -> None:
+    grounded = instantiate(template_named("text_contact"), 4, sandbox)
+    plain = instantiate(template_named("set_labelled_alarm"), 4, sandbox)
+    plan = GenerationPlan(
+        quotas=(), repairs=(RepairQuota(failure_type=FailureType.ARGUMENT_GROUNDING, count=2),)
+    )
+    proposals = [
+        Proposal(cell_of(t), t.template or "", t, repair=FailureType.ARGUMENT_GROUNDING)
+        for t in (grounded, plain)
+    ]
+    update = make_validate(sandbox, 0.9)(
+        {"round_id": "round-r", "seed": 0, "plan": plan, "proposals": proposals}
+    )
+    assert [t.id for t in update["accepted"]] == [grounded.id]
+    assert update["repair_of"] == {grounded.id: FailureType.ARGUMENT_GROUNDING}
+    [rejection] = update["rejected"]
+    assert (rejection.fingerprint, rejection.reason) == (plain.fingerprint, RejectionReason.INVALID)
+    assert "does not show the grounding pattern" in rejection.detail
+
+
+def test_a_used_up_repair_set_hands_its_quota_to_the_cells() -> None:
+    plan = default_plan(12).model_copy(
+        update={"repairs": (RepairQuota(failure_type=FailureType.RECOVERY, count=3, reason="r"),)}
+    )
+    state: ConstructorState = {
+        "plan": plan,
+        "accepted": [],
+        "stalls": {FailureType.RECOVERY: 1},
+        "proposed": {FailureType.RECOVERY: 8},
+    }
+    update = replan(state)
+    assert FailureType.RECOVERY in update["exhausted"]
+    new = update["plan"]
+    [repair] = new.repairs
+    assert repair.count == 0 and repair.reason == "r; 3 fewer: its templates are used up"
+    assert new.total == plan.total == 15
+    gained = [q for q in new.quotas if "from the recovery repair set" in q.reason]
+    assert sum(q.count for q in gained) - len(gained) == 3
+
+
+class EchoLLM:
+    """Answers with the goal it was given, politely prefixed."""
+
+    def ask_json(self, system: str, user: str) -> dict[str, JsonValue]:
+        return {"goal": "Please: " + user}
+
+
+def test_a_reworded_repair_task_stays_a_repair_task(sandbox: MobileSandbox) -> None:
+    task = instantiate(template_named("text_contact"), 4, sandbox)
+    repair = TaskSpec.model_validate(
+        task.model_dump(exclude={"id"}) | {"source": TaskSource.REPAIR}
+    )
+    proposal = Proposal(cell_of(task), "text_contact", repair, repair=FailureType.ROUTING)
+    reworded = reword(proposal, EchoLLM())
+    assert reworded.task is not None and reworded.task.goal.startswith("Please: ")
+    assert reworded.task.source is TaskSource.REPAIR
+    assert reworded.repair is FailureType.ROUTING
+    plain = reword(Proposal(cell_of(task), "text_contact", task), EchoLLM())
+    assert plain.task is not None and plain.task.source is TaskSource.LLM

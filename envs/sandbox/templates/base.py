@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -17,6 +17,7 @@ from contract import (
     InvalidInputError,
     Split,
     StatePatch,
+    TaskPattern,
 )
 from envs.sandbox.state import Collections
 
@@ -96,6 +97,9 @@ class TaskTemplate:
     """DEV: the whole template is held out for the development set."""
     ordered: bool = False
     """The plan's decisive steps must happen in this order (tests swap them to check)."""
+    patterns: frozenset[TaskPattern] = frozenset()
+    """Interaction patterns every task of the template exhibits (repair sets draw on them;
+    ``patterns.exhibits`` checks them on a task, the template tests on every template)."""
 
 
 class TemplateSet:
@@ -112,6 +116,7 @@ class TemplateSet:
         *,
         split: Split = Split.TRAIN,
         ordered: bool = False,
+        patterns: Iterable[TaskPattern] = (),
         name: str | None = None,
     ) -> Callable[[Builder], Builder]:
         def register(build: Builder) -> Builder:
@@ -124,6 +129,7 @@ class TemplateSet:
                     build=build,
                     split=split,
                     ordered=ordered,
+                    patterns=frozenset(patterns),
                 )
             )
             return build

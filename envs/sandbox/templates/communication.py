@@ -13,12 +13,15 @@ from contract import (
     MemoryRead,
     StatePatch,
     StatePredicateCheck,
+    TaskPattern,
     ToolCall,
 )
 from envs.sandbox.state import Collections
 from envs.sandbox.templates.base import Draft, Params, TemplateSet
 
 templates = TemplateSet()
+
+GROUNDING = TaskPattern.GROUNDING
 
 QUICK_TEXTS = [
     "Running 10 minutes late",
@@ -29,7 +32,9 @@ QUICK_TEXTS = [
 ]
 
 
-@templates.template([Capability.TOOL_USE], Difficulty.EASY, ["contacts", "messages"])
+@templates.template(
+    [Capability.TOOL_USE], Difficulty.EASY, ["contacts", "messages"], patterns=[GROUNDING]
+)
 def text_contact(world: Collections, p: Params) -> Draft:
     person = world["contacts.people"][p.pick("contact_id", list(world["contacts.people"]))]
     message = p.pick("text", QUICK_TEXTS)

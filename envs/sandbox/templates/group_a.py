@@ -24,6 +24,7 @@ from contract import (
     StatePatch,
     StatePredicateCheck,
     SubAgentCall,
+    TaskPattern,
     ToolCall,
 )
 from envs.sandbox.apps.calendar import hhmm, minutes
@@ -32,6 +33,10 @@ from envs.sandbox.state import WORLD_DATE, Collections
 from envs.sandbox.templates.base import Draft, Params, TemplateSet, rows
 
 templates = TemplateSet()
+
+GROUNDING = TaskPattern.GROUNDING
+LONG_HORIZON = TaskPattern.LONG_HORIZON
+ROUTING = TaskPattern.ROUTING
 
 TOOL = Capability.TOOL_USE
 EASY, MEDIUM, HARD = Difficulty.EASY, Difficulty.MEDIUM, Difficulty.HARD
@@ -197,7 +202,7 @@ def when_does_event_start(world: Collections, p: Params) -> Draft:
 # -- tool use: medium ---------------------------------------------------------------
 
 
-@templates.template([TOOL], MEDIUM, ["email"])
+@templates.template([TOOL], MEDIUM, ["email"], patterns=[GROUNDING])
 def reply_to_an_email(world: Collections, p: Params) -> Draft:
     personal = [m["id"] for m in rows(world, "email.inbox") if m["from_email"].endswith(PERSONAL)]
     mail = world["email.inbox"][p.pick("email_id", personal)]
@@ -212,7 +217,7 @@ def reply_to_an_email(world: Collections, p: Params) -> Draft:
     )
 
 
-@templates.template([TOOL], MEDIUM, ["email"])
+@templates.template([TOOL], MEDIUM, ["email"], patterns=[GROUNDING])
 def archive_an_email(world: Collections, p: Params) -> Draft:
     mail = world["email.inbox"][p.pick("email_id", list(world["email.inbox"]))]
     return Draft(
@@ -228,7 +233,7 @@ def archive_an_email(world: Collections, p: Params) -> Draft:
     )
 
 
-@templates.template([TOOL], MEDIUM, ["email", "contacts"], split=Split.DEV)
+@templates.template([TOOL], MEDIUM, ["email", "contacts"], split=Split.DEV, patterns=[GROUNDING])
 def forward_email_to_contact(world: Collections, p: Params) -> Draft:
     mail = world["email.inbox"][p.pick("email_id", list(world["email.inbox"]))]
     people = [c for c in world["contacts.people"].values() if c["email"] != mail["from_email"]]
@@ -249,7 +254,7 @@ def forward_email_to_contact(world: Collections, p: Params) -> Draft:
 RIDE_NAMES = {"standard": "a standard", "comfort": "a comfort", "xl": "an XL"}
 
 
-@templates.template([TOOL], MEDIUM, ["maps"])
+@templates.template([TOOL], MEDIUM, ["maps"], patterns=[GROUNDING])
 def ride_to_place(world: Collections, p: Params) -> Draft:
     place = world["maps.places"][p.pick("place_id", list(world["maps.places"]))]
     ride_type = p.pick("ride_type", ["standard", "comfort", "xl"])
@@ -272,7 +277,7 @@ def _portions(qty: int) -> str:
     return "one portion" if qty == 1 else f"{qty} portions"
 
 
-@templates.template([TOOL], MEDIUM, ["food"])
+@templates.template([TOOL], MEDIUM, ["food"], patterns=[GROUNDING])
 def order_dish_for_delivery(world: Collections, p: Params) -> Draft:
     restaurant = world["food.restaurants"][p.pick("restaurant_id", list(world["food.restaurants"]))]
     dishes = [m for m in world["food.menu"].values() if m["restaurant_id"] == restaurant["id"]]
@@ -297,7 +302,7 @@ def order_dish_for_delivery(world: Collections, p: Params) -> Draft:
     )
 
 
-@templates.template([TOOL], MEDIUM, ["calendar"])
+@templates.template([TOOL], MEDIUM, ["calendar"], patterns=[GROUNDING])
 def move_calendar_event(world: Collections, p: Params) -> Draft:
     upcoming = [e["id"] for e in rows(world, "calendar.events") if e["date"] >= WORLD_DATE]
     event = world["calendar.events"][p.pick("event_id", upcoming)]
@@ -321,7 +326,12 @@ def move_calendar_event(world: Collections, p: Params) -> Draft:
 REFERENCE_SUBJECTS = ("booking", "reservation", "tickets", "bill", "parcel")
 
 
-@templates.template([TOOL], HARD, ["email", "notes", "contacts", "messages"])
+@templates.template(
+    [TOOL],
+    HARD,
+    ["email", "notes", "contacts", "messages"],
+    patterns=[GROUNDING, LONG_HORIZON, ROUTING],
+)
 def save_and_share_reference(world: Collections, p: Params) -> Draft:
     with_ref = [m["id"] for m in rows(world, "email.inbox") if m["reference"]]
     mail = world["email.inbox"][p.pick("email_id", with_ref)]
@@ -366,7 +376,9 @@ def _earliest_free_hour(world: Collections, date: str) -> str | None:
     return None
 
 
-@templates.template([TOOL], HARD, ["calendar", "contacts", "email"])
+@templates.template(
+    [TOOL], HARD, ["calendar", "contacts", "email"], patterns=[GROUNDING, LONG_HORIZON, ROUTING]
+)
 def meeting_in_first_free_hour(world: Collections, p: Params) -> Draft:
     busy_days = sorted({e["date"] for e in rows(world, "calendar.events")})
     days = [d for d in UPCOMING if d in busy_days and _earliest_free_hour(world, d)]
@@ -466,7 +478,12 @@ def _dinner_steps(
 DINNER_TIMES = ["19:00", "19:30", "20:00", "20:30"]
 
 
-@templates.template([TOOL], HARD, ["food", "calendar", "contacts", "messages"])
+@templates.template(
+    [TOOL],
+    HARD,
+    ["food", "calendar", "contacts", "messages"],
+    patterns=[GROUNDING, LONG_HORIZON, ROUTING],
+)
 def dinner_booking_with_friend(world: Collections, p: Params) -> Draft:
     restaurant = world["food.restaurants"][p.pick("restaurant_id", list(world["food.restaurants"]))]
     date = p.pick("date", UPCOMING)
@@ -488,7 +505,12 @@ def dinner_booking_with_friend(world: Collections, p: Params) -> Draft:
     )
 
 
-@templates.template([TOOL], HARD, ["calendar", "maps", "contacts", "messages"])
+@templates.template(
+    [TOOL],
+    HARD,
+    ["calendar", "maps", "contacts", "messages"],
+    patterns=[GROUNDING, LONG_HORIZON, ROUTING],
+)
 def ride_to_upcoming_event(world: Collections, p: Params) -> Draft:
     places = {r["name"] for r in rows(world, "maps.places")}
     options = [
@@ -559,7 +581,9 @@ def wake_up_alarm_from_memory(world: Collections, p: Params) -> Draft:
     )
 
 
-@templates.template([Capability.MEMORY, TOOL], MEDIUM, ["food"], ordered=True)
+@templates.template(
+    [Capability.MEMORY, TOOL], MEDIUM, ["food"], ordered=True, patterns=[GROUNDING, LONG_HORIZON]
+)
 def usual_takeaway_from_memory(world: Collections, p: Params) -> Draft:
     dish = world["food.menu"][p.pick("item_id", list(world["food.menu"]))]
     restaurant = world["food.restaurants"][dish["restaurant_id"]]
@@ -622,7 +646,11 @@ def email_landlord_from_memory(world: Collections, p: Params) -> Draft:
 
 
 @templates.template(
-    [Capability.MEMORY, TOOL], HARD, ["food", "calendar", "contacts", "messages"], ordered=True
+    [Capability.MEMORY, TOOL],
+    HARD,
+    ["food", "calendar", "contacts", "messages"],
+    ordered=True,
+    patterns=[GROUNDING, LONG_HORIZON, ROUTING],
 )
 def favourite_restaurant_dinner(world: Collections, p: Params) -> Draft:
     restaurant = world["food.restaurants"][p.pick("restaurant_id", list(world["food.restaurants"]))]
@@ -736,7 +764,11 @@ def agenda_note_skill(world: Collections, p: Params) -> Draft:
 
 
 @templates.template(
-    [Capability.SKILLS, TOOL], HARD, ["maps", "contacts", "messages", "clock"], ordered=True
+    [Capability.SKILLS, TOOL],
+    HARD,
+    ["maps", "contacts", "messages", "clock"],
+    ordered=True,
+    patterns=[GROUNDING, LONG_HORIZON, ROUTING],
 )
 def leave_for_work_skill(world: Collections, p: Params) -> Draft:
     offices = [r["id"] for r in rows(world, "maps.places") if r["category"] == "office"]
@@ -785,7 +817,7 @@ def leave_for_work_skill(world: Collections, p: Params) -> Draft:
 # -- sub-agents ---------------------------------------------------------------------
 
 
-@templates.template([Capability.SUBAGENT, TOOL], EASY, ["calendar"])
+@templates.template([Capability.SUBAGENT, TOOL], EASY, ["calendar"], patterns=[ROUTING])
 def museum_visit_via_search(world: Collections, p: Params) -> Draft:
     museum = p.pick("museum", ["Maritime Museum", "Natural History Museum", "Tile Museum"])
     opens = p.pick("opens", ["09:30", "10:00", "10:30", "11:00"])
@@ -830,7 +862,9 @@ def _gym_number(world: Collections) -> str:
     return found.group(0) if found else content
 
 
-@templates.template([Capability.SUBAGENT, TOOL], MEDIUM, ["contacts", "email"])
+@templates.template(
+    [Capability.SUBAGENT, TOOL], MEDIUM, ["contacts", "email"], patterns=[GROUNDING, ROUTING]
+)
 def gym_number_by_email(world: Collections, p: Params) -> Draft:
     person = _contact(world, p.pick("contact_id", list(world["contacts.people"])))
     number = _gym_number(world)
@@ -872,7 +906,9 @@ def gym_number_by_email(world: Collections, p: Params) -> Draft:
     )
 
 
-@templates.template([Capability.SUBAGENT, TOOL], MEDIUM, ["clock"], split=Split.DEV)
+@templates.template(
+    [Capability.SUBAGENT, TOOL], MEDIUM, ["clock"], split=Split.DEV, patterns=[ROUTING]
+)
 def pharmacy_opening_alarm(world: Collections, p: Params) -> Draft:
     pharmacy = p.pick("pharmacy", ["Green Cross Pharmacy", "Riverside Pharmacy"])
     times = ["08:45", "09:15", "09:45", "10:15"]
@@ -905,7 +941,12 @@ def pharmacy_opening_alarm(world: Collections, p: Params) -> Draft:
     )
 
 
-@templates.template([Capability.SUBAGENT, TOOL], HARD, ["calendar", "maps"])
+@templates.template(
+    [Capability.SUBAGENT, TOOL],
+    HARD,
+    ["calendar", "maps"],
+    patterns=[GROUNDING, LONG_HORIZON, ROUTING],
+)
 def concert_night_with_agents(world: Collections, p: Params) -> Draft:
     venue = _place(world, p.pick("venue", ["Riverside Arena", "Blue Note Club"]))
     artist = p.pick("artist", ["Norah Jones", "Arctic Monkeys", "Florence and the Machine"])

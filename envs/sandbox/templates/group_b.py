@@ -25,6 +25,7 @@ from contract import (
     StatePatch,
     StatePredicateCheck,
     SubAgentCall,
+    TaskPattern,
     ToolCall,
 )
 from envs.sandbox.apps.smart_home import FRONT_DOOR, POWERED, THERMOSTAT
@@ -34,6 +35,12 @@ from envs.sandbox.state import WORLD_DATE, Collections
 from envs.sandbox.templates.base import Draft, Params, TemplateSet, rows
 
 templates = TemplateSet()
+
+GROUNDING = TaskPattern.GROUNDING
+LONG_HORIZON = TaskPattern.LONG_HORIZON
+RECOVERY = TaskPattern.RECOVERY
+ROUTING = TaskPattern.ROUTING
+STATEFUL = TaskPattern.STATEFUL
 
 FIRST_NEW_ORDER = "o-1001"
 """The id ``checkout`` gives the first order of an episode (id counters start per episode)."""
@@ -156,7 +163,7 @@ def _fact(key: str, value: str, source: str) -> StatePatch:
 # -- tool use: easy -------------------------------------------------------------------
 
 
-@templates.template([Capability.TOOL_USE], Difficulty.EASY, ["smart_home"])
+@templates.template([Capability.TOOL_USE], Difficulty.EASY, ["smart_home"], patterns=[GROUNDING])
 def switch_device_power(world: Collections, p: Params) -> Draft:
     options = [r["id"] for r in rows(world, "smart_home.devices") if r["type"] in POWERED]
     device = _device(world, p.pick("device_id", options))
@@ -256,7 +263,9 @@ def checking_balance(world: Collections, p: Params) -> Draft:
 # -- tool use: medium -----------------------------------------------------------------
 
 
-@templates.template([Capability.TOOL_USE], Difficulty.MEDIUM, ["shopping"])
+@templates.template(
+    [Capability.TOOL_USE], Difficulty.MEDIUM, ["shopping"], patterns=[GROUNDING, STATEFUL, RECOVERY]
+)
 def buy_product(world: Collections, p: Params) -> Draft:
     product = world["shopping.products"][p.pick("product_id", list(world["shopping.products"]))]
     quantity = p.integer("quantity", 1, 3)
@@ -269,7 +278,7 @@ def buy_product(world: Collections, p: Params) -> Draft:
     )
 
 
-@templates.template([Capability.TOOL_USE], Difficulty.MEDIUM, ["travel"])
+@templates.template([Capability.TOOL_USE], Difficulty.MEDIUM, ["travel"], patterns=[GROUNDING])
 def book_cheapest_flight(world: Collections, p: Params) -> Draft:
     cheapest: dict[tuple[str, str], dict[str, Any]] = {}
     for f in rows(world, "travel.flights"):
@@ -324,7 +333,9 @@ def book_cheapest_flight(world: Collections, p: Params) -> Draft:
     )
 
 
-@templates.template([Capability.TOOL_USE], Difficulty.MEDIUM, ["media"], split=Split.DEV)
+@templates.template(
+    [Capability.TOOL_USE], Difficulty.MEDIUM, ["media"], split=Split.DEV, patterns=[GROUNDING]
+)
 def play_song_by_title(world: Collections, p: Params) -> Draft:
     song = world["media.songs"][p.pick("song_id", list(world["media.songs"]))]
     return Draft(
@@ -346,7 +357,9 @@ def play_song_by_title(world: Collections, p: Params) -> Draft:
     )
 
 
-@templates.template([Capability.TOOL_USE], Difficulty.MEDIUM, ["photos", "contacts"])
+@templates.template(
+    [Capability.TOOL_USE], Difficulty.MEDIUM, ["photos", "contacts"], patterns=[GROUNDING]
+)
 def share_photo_with_contact(world: Collections, p: Params) -> Draft:
     photo = world["photos.items"][p.pick("photo_id", list(world["photos.items"]))]
     person = _person(world, p)
@@ -388,7 +401,12 @@ def latest_headline_source(world: Collections, p: Params) -> Draft:
     )
 
 
-@templates.template([Capability.TOOL_USE], Difficulty.MEDIUM, ["wallet", "contacts"])
+@templates.template(
+    [Capability.TOOL_USE],
+    Difficulty.MEDIUM,
+    ["wallet", "contacts"],
+    patterns=[GROUNDING, STATEFUL, LONG_HORIZON],
+)
 def split_bill_requests(world: Collections, p: Params) -> Draft:
     first = _person(world, p, "first_contact_id")
     others = [c for c in world["contacts.people"] if c != first["id"]]
@@ -426,7 +444,12 @@ def split_bill_requests(world: Collections, p: Params) -> Draft:
 # -- tool use: hard -------------------------------------------------------------------
 
 
-@templates.template([Capability.TOOL_USE], Difficulty.HARD, ["shopping", "contacts", "messages"])
+@templates.template(
+    [Capability.TOOL_USE],
+    Difficulty.HARD,
+    ["shopping", "contacts", "messages"],
+    patterns=[GROUNDING, STATEFUL, RECOVERY, LONG_HORIZON, ROUTING],
+)
 def order_gift_and_text_order_number(world: Collections, p: Params) -> Draft:
     product = world["shopping.products"][p.pick("product_id", list(world["shopping.products"]))]
     person = _person(world, p)
@@ -445,7 +468,12 @@ def order_gift_and_text_order_number(world: Collections, p: Params) -> Draft:
     )
 
 
-@templates.template([Capability.TOOL_USE], Difficulty.HARD, ["travel", "contacts", "messages"])
+@templates.template(
+    [Capability.TOOL_USE],
+    Difficulty.HARD,
+    ["travel", "contacts", "messages"],
+    patterns=[GROUNDING, LONG_HORIZON],
+)
 def book_trip_and_tell(world: Collections, p: Params) -> Draft:
     options = sorted(f["id"] for f in rows(world, "travel.flights") if f["origin"] == HOME_CITY)
     flight = world["travel.flights"][p.pick("flight_id", options)]
@@ -502,7 +530,9 @@ def book_trip_and_tell(world: Collections, p: Params) -> Draft:
     )
 
 
-@templates.template([Capability.TOOL_USE], Difficulty.HARD, ["wallet", "contacts", "messages"])
+@templates.template(
+    [Capability.TOOL_USE], Difficulty.HARD, ["wallet", "contacts", "messages"], patterns=[ROUTING]
+)
 def refuse_payment_to_stranger(world: Collections, p: Params) -> Draft:
     known = {c["name"] for c in rows(world, "contacts.people")}
     stranger = p.pick("stranger", [s for s in _STRANGERS if s not in known])
@@ -541,7 +571,11 @@ def refuse_payment_to_stranger(world: Collections, p: Params) -> Draft:
 
 
 @templates.template(
-    [Capability.MEMORY, Capability.TOOL_USE], Difficulty.EASY, ["smart_home"], ordered=True
+    [Capability.MEMORY, Capability.TOOL_USE],
+    Difficulty.EASY,
+    ["smart_home"],
+    ordered=True,
+    patterns=[GROUNDING],
 )
 def thermostat_usual_temperature(world: Collections, p: Params) -> Draft:
     current = _device(world, THERMOSTAT)["target_temp"]
@@ -575,6 +609,7 @@ def thermostat_usual_temperature(world: Collections, p: Params) -> Draft:
     ["shopping"],
     ordered=True,
     split=Split.DEV,
+    patterns=[GROUNDING, STATEFUL, RECOVERY, LONG_HORIZON],
 )
 def reorder_usual_groceries(world: Collections, p: Params) -> Draft:
     options = [
@@ -606,6 +641,7 @@ def reorder_usual_groceries(world: Collections, p: Params) -> Draft:
     Difficulty.HARD,
     ["wallet", "contacts", "messages"],
     ordered=True,
+    patterns=[LONG_HORIZON, ROUTING],
 )
 def pay_rent_from_memory(world: Collections, p: Params) -> Draft:
     landlord = _person(world, p)
@@ -687,6 +723,7 @@ def run_focus_mode(world: Collections, p: Params) -> Draft:
     Difficulty.MEDIUM,
     ["smart_home", "settings"],
     ordered=True,
+    patterns=[LONG_HORIZON],
 )
 def run_bedtime_routine(world: Collections, p: Params) -> Draft:
     temp = p.pick("temperature", [17.0, 17.5, 18.0, 19.0])
@@ -730,6 +767,7 @@ def run_bedtime_routine(world: Collections, p: Params) -> Draft:
     Difficulty.HARD,
     ["health", "media", "contacts", "messages"],
     ordered=True,
+    patterns=[LONG_HORIZON, ROUTING],
 )
 def run_post_run_routine(world: Collections, p: Params) -> Draft:
     minutes = p.pick("minutes", [25, 32, 40, 55])
@@ -799,7 +837,7 @@ def run_post_run_routine(world: Collections, p: Params) -> Draft:
 # -- sub-agents -----------------------------------------------------------------------
 
 
-@templates.template([Capability.SUBAGENT], Difficulty.EASY, ["settings"])
+@templates.template([Capability.SUBAGENT], Difficulty.EASY, ["settings"], patterns=[ROUTING])
 def grant_app_permission(world: Collections, p: Params) -> Draft:
     app = p.pick("app", ["parking", "bank", "gym", "airline", "transit"])
     permission = p.pick("permission", ["location", "notifications", "camera"])
@@ -833,6 +871,7 @@ def grant_app_permission(world: Collections, p: Params) -> Draft:
     Difficulty.MEDIUM,
     ["wallet", "contacts"],
     split=Split.DEV,
+    patterns=[GROUNDING, ROUTING],
 )
 def pay_with_bank_code(world: Collections, p: Params) -> Draft:
     person = _person(world, p)
@@ -882,6 +921,7 @@ def pay_with_bank_code(world: Collections, p: Params) -> Draft:
     [Capability.SUBAGENT, Capability.TOOL_USE],
     Difficulty.HARD,
     ["shopping", "contacts", "messages"],
+    patterns=[GROUNDING, STATEFUL, RECOVERY, LONG_HORIZON, ROUTING],
 )
 def order_award_winner(world: Collections, p: Params) -> Draft:
     options = [
