@@ -52,6 +52,15 @@ def attribute_failure(
     return FailureType.STATE_TRACKING
 
 
+def erroneous_steps(steps: Sequence[Step]) -> tuple[int, ...]:
+    """Steps that look wrong on the record: an execution error in their feedback, or an
+    injected fault. The curator's marks: pre-selected for annotators, and left out of the
+    SFT loss of items no person decided."""
+    return tuple(
+        s.index for s in steps if s.feedback.error is not None or s.injected_fault is not None
+    )
+
+
 def _unrecovered_error(steps: Sequence[Step]) -> bool:
     """An action failed and no later step ran an action with the same target successfully."""
     for i, step in enumerate(steps):

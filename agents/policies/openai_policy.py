@@ -1,21 +1,20 @@
 """A chat-completions policy with tool calling, for any OpenAI-compatible server.
 
-One turn is ``format_input`` (messages and tools) → one ``chat.completions.create``
-call (retried here, and only here, on transient errors) → ``format_output`` (the first
-tool call becomes an action, or a typed error when the reply is unusable). The policy
-reads only the ``TaskView``; the API key stays inside the client.
+One turn is ``format_input`` (messages and tools, in the chat format of ``chat_format``)
+→ one ``chat.completions.create`` call (retried here, and only here, on transient errors)
+→ ``format_output`` (the first tool call becomes an action, or a typed error when the
+reply is unusable). The policy reads only the ``TaskView``; the API key stays inside the
+client.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import openai
-import orjson
 from openai.types.chat import (
     ChatCompletion,
     ChatCompletionMessageParam,
@@ -23,46 +22,53 @@ from openai.types.chat import (
 )
 
 from agents.policies.base import Decision, TaskView
+from agents.policies.chat_format import (
+    HARNESS,
+    NO_FEEDBACK,
+    NOT_EXECUTED,
+    NUDGE,
+    OPENAI_POLICY,
+    REFUSAL_NUDGE,
+    SUBAGENT_PREFIX,
+    Message,
+    RawCall,
+    Reply,
+    format_tools,
+    opening_messages,
+    render_error,
+    render_feedback,
+)
 from contract import (
     Action,
-    Clarify,
     ErrorKind,
     ExecutionError,
     Feedback,
-    Finish,
     InvalidInputError,
-    MemoryRead,
-    MemorySearch,
-    MemoryWrite,
     PolicyInfo,
-    Refuse,
-    SkillLoad,
     Step,
     SubAgentCall,
     TaskSpec,
     ToolCall,
 )
-from envs.sandbox.state import WORLD_DATE
 
-Message = dict[str, Any]
-"""One chat message, as plain JSON (the wire shape)."""
+__all__ = [  # with what ``chat_format`` lends the policy's callers
+    "HARNESS",
+    "TRANSIENT_ERRORS",
+    "OpenAIPolicy",
+    "OpenAISession",
+    "RawCall",
+    "Reply",
+    "make_client",
+    "parse_call",
+    "reply_of",
+]
 
 NO_KEY = "not-needed"
-SUBAGENT_PREFIX = "subagent_"
 TRANSIENT_ERRORS = (
     openai.APIConnectionError,  # includes APITimeoutError
     openai.RateLimitError,
     openai.InternalServerError,
 )
-NUDGE = (
-    "Your last reply contained no function call. Reply with exactly one function call; "
-    "call finish(answer) when the task is done."
-)
-REFUSAL_NUDGE = (
-    "Your last reply was withheld by the endpoint. Continue with exactly one function call, "
-    "or call refuse(reason) if the task should not be done."
-)
-NOT_EXECUTED = "not executed: only the first function call of a reply is executed"
 
 
 def make_client(base_url: str, api_key: str | None, timeout_s: float) -> openai.OpenAI:
@@ -72,199 +78,7 @@ def make_client(base_url: str, api_key: str | None, timeout_s: float) -> openai.
     )
 
 
-# -- harness functions -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HarnessFunction:
-    """A function the planner calls that is not an app tool: memory, skills, terminals."""
-
-    name: str
-    description: str
-    fields: tuple[tuple[str, str], ...]
-    """``(name, description)`` of its string arguments, all required."""
-    build: Callable[[Mapping[str, str]], Action]
-
-    def openai_tool(self) -> dict[str, Any]:
-        properties = {name: {"type": "string", "description": d} for name, d in self.fields}
-        parameters = {
-            "type": "object",
-            "properties": properties,
-            "required": [name for name, _ in self.fields],
-        }
-        return _function(self.name, self.description, parameters)
-
-
-HARNESS: dict[str, HarnessFunction] = {
-    f.name: f
-    for f in (
-        HarnessFunction(
-            "memory_read",
-            "Read one remembered fact about the user by its key.",
-            (("key", "the fact's key, e.g. user.best_friend"),),
-            lambda a: MemoryRead(key=a["key"]),
-        ),
-        HarnessFunction(
-            "memory_write",
-            "Remember a fact about the user under a key.",
-            (("key", "the fact's key"), ("value", "the fact")),
-            lambda a: MemoryWrite(key=a["key"], value=a["value"]),
-        ),
-        HarnessFunction(
-            "memory_search",
-            "Search remembered facts about the user.",
-            (("query", "words to look for"),),
-            lambda a: MemorySearch(query=a["query"]),
-        ),
-        HarnessFunction(
-            "load_skill",
-            "Load a documented multi-step routine from the skills library by name.",
-            (("name", "the skill's name"),),
-            lambda a: SkillLoad(name=a["name"]),
-        ),
-        HarnessFunction(
-            "ask_user",
-            "Ask the user a clarifying question (ends the task until they answer).",
-            (("question", "the question"),),
-            lambda a: Clarify(question=a["question"]),
-        ),
-        HarnessFunction(
-            "refuse",
-            "Decline the task, saying why.",
-            (("reason", "why the task should not be done"),),
-            lambda a: Refuse(reason=a["reason"]),
-        ),
-        HarnessFunction(
-            "finish",
-            "Declare the task complete and answer the user.",
-            (("answer", "the answer or confirmation for the user"),),
-            lambda a: Finish(answer=a["answer"]),
-        ),
-    )
-}
-
-
-def _function(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {"name": name, "description": description, "parameters": parameters},
-    }
-
-
-# -- format input ----------------------------------------------------------------------
-
-
-def system_prompt(view: TaskView) -> str:
-    return (
-        "You are the planner of a phone assistant. You complete the user's request by "
-        "calling the functions you are given: app tools, the user's memory, the skills "
-        "library and sub-agents.\n"
-        f"Today's date is {WORLD_DATE}.\n"
-        "Call exactly one function per reply, then wait for its result. Look up ids "
-        "instead of guessing them. Ask the user only when the request is ambiguous.\n"
-        f"You have at most {view.max_steps} function calls. When the task is done, "
-        "call finish(answer) with a short answer for the user."
-    )
-
-
-def subagent_tool(
-    spec_name: str, description: str, parameters: Mapping[str, Any]
-) -> dict[str, Any]:
-    """A sub-agent as a function: its own parameters plus a required ``instruction``."""
-    properties = dict(parameters.get("properties", {}))
-    if "instruction" in properties:
-        raise InvalidInputError(f"subagents.{spec_name}", "already has a parameter 'instruction'")
-    properties["instruction"] = {
-        "type": "string",
-        "description": "what the sub-agent is asked, in natural language",
-    }
-    schema = {
-        **parameters,
-        "properties": properties,
-        "required": [*parameters.get("required", []), "instruction"],
-    }
-    return _function(SUBAGENT_PREFIX + spec_name, description, schema)
-
-
-def format_tools(view: TaskView) -> list[dict[str, Any]]:
-    """App tools, then sub-agents, then harness functions; names must be unique."""
-    tools = [spec.openai_tool() for spec in view.tools]
-    tools += [subagent_tool(s.name, s.description, s.parameters) for s in view.subagents]
-    tools += [f.openai_tool() for f in HARNESS.values()]
-    names = [t["function"]["name"] for t in tools]
-    clashes = sorted({n for n in names if names.count(n) > 1})
-    if clashes:
-        raise InvalidInputError("tools", f"function names collide: {', '.join(clashes)}")
-    return tools
-
-
-def render_feedback(feedback: Feedback) -> str:
-    """Feedback as the compact JSON of a tool message."""
-    if feedback.error is not None:
-        return render_error(feedback.error)
-    payload: dict[str, Any] = {"result": feedback.result}
-    if feedback.state_changes:
-        payload["state_changes"] = [c.model_dump(mode="json") for c in feedback.state_changes]
-    return orjson.dumps(payload).decode()
-
-
-_NO_FEEDBACK = ExecutionError(kind=ErrorKind.BACKEND_ERROR, message="no feedback was recorded")
-
-
-def render_error(error: ExecutionError) -> str:
-    return orjson.dumps({"error": error.model_dump(mode="json", exclude_none=True)}).decode()
-
-
 # -- format output ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RawCall:
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True)
-class Reply:
-    """The first choice of a completion, reduced to what the policy uses."""
-
-    content: str | None
-    refusal: str | None
-    finish_reason: str
-    calls: tuple[RawCall, ...]
-    input_tokens: int
-    output_tokens: int
-
-    @property
-    def refused(self) -> bool:
-        return bool(self.refusal) or self.finish_reason == "content_filter"
-
-    def assistant_message(self) -> Message:
-        """The reply as the assistant message appended to the conversation."""
-        message: Message = {"role": "assistant", "content": self.content or self.refusal or ""}
-        if self.calls:
-            message["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in self.calls
-            ]
-            if not self.content:
-                message["content"] = None
-        return message
-
-    def render(self) -> str:
-        """A readable rendering for ``Step.model_output``: content, refusal, raw calls."""
-        lines = [self.content] if self.content else []
-        if self.refusal:
-            lines.append(f"[refusal] {self.refusal}")
-        lines += [f"[tool_call {c.id}] {c.name}({c.arguments})" for c in self.calls]
-        if not lines:
-            lines.append(f"[empty reply, finish_reason={self.finish_reason}]")
-        return "\n".join(lines)
 
 
 def reply_of(completion: ChatCompletion) -> Reply | None:
@@ -363,7 +177,7 @@ class OpenAIPolicy:
 
     @property
     def info(self) -> PolicyInfo:
-        return PolicyInfo(name="openai", version=self.model, model=self.model)
+        return PolicyInfo(name=OPENAI_POLICY, version=self.model, model=self.model)
 
     def start(self, task: TaskSpec, view: TaskView) -> OpenAISession:
         """A session that sees ``view`` only (``task`` is not read)."""
@@ -408,10 +222,7 @@ class OpenAISession:
         self._policy = policy
         self._tools = format_tools(view)
         self._subagents = frozenset(s.name for s in view.subagents)
-        self._messages: list[Message] = [
-            {"role": "system", "content": system_prompt(view)},
-            {"role": "user", "content": view.goal},
-        ]
+        self._messages: list[Message] = opening_messages(view)
         self._pending: list[tuple[str, str | None]] = []
         """Tool call ids still owed a tool message; None: the last step's feedback."""
 
@@ -493,6 +304,6 @@ class OpenAISession:
         for call_id, content in self._pending:
             text = content
             if text is None:
-                text = render_feedback(feedback) if feedback else render_error(_NO_FEEDBACK)
+                text = render_feedback(feedback) if feedback else render_error(NO_FEEDBACK)
             self._messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
         self._pending = []

@@ -34,6 +34,7 @@ from contract import (
     ToolCall,
     Trajectory,
 )
+from curation.attribution import erroneous_steps
 from curation.routing import SAFETY_SENSITIVE_TOOLS
 from human_gate.base import GateItem
 from human_gate.label_studio.labeling import (
@@ -370,11 +371,7 @@ def _used_tools(t: Trajectory) -> set[str]:
 
 def suggested_erroneous_steps(trajectory: Trajectory) -> tuple[int, ...]:
     """Steps that look wrong on the record: an execution error or an injected fault."""
-    return tuple(
-        s.index
-        for s in trajectory.steps
-        if s.feedback.error is not None or s.injected_fault is not None
-    )
+    return erroneous_steps(trajectory.steps)
 
 
 def suggested_reject_reason(item: GateItem) -> RejectReason | None:
