@@ -39,6 +39,7 @@ from contract import (
 from flows import round_stages as stages
 from flows.approval import Proposal, request_approval
 from flows.gates import build_gate
+from flows.planning import next_plan
 from flows.round_stages import STAGES, RoundSummary
 from flows.settings import (
     ApprovalMode,
@@ -83,8 +84,10 @@ def resolve_config(
     fault_rate: float | None = None,
     backend_fault_rate: float | None = None,
     gate: GateName | None = None,
+    plan: GenerationPlan | None = None,
 ) -> RoundConfig:
-    """Settings, with explicit arguments taking precedence."""
+    """Settings, with explicit arguments taking precedence; ``plan`` defaults to the even
+    mix of the round's tasks."""
     chosen_policy = policy or settings.round.policy
     n = settings.round.tasks if tasks is None else tasks
     return RoundConfig(
@@ -101,13 +104,23 @@ def resolve_config(
         max_backend_attempts=settings.round.max_backend_attempts,
         gate=gate or settings.round.gate,
         shard_size=settings.round.shard_size,
-        plan=default_plan(n),
+        plan=plan if plan is not None else default_plan(n),
         target=settings.balance.target(),
     )
 
 
 @task(name="plan", cache_policy=NO_CACHE)
 def plan_task(config: RoundConfig) -> GenerationPlan:
+    """The round's plan, and its change table as an artifact (a reason per change)."""
+    from prefect.artifacts import create_table_artifact
+
+    changes = config.plan.changes()
+    if changes:
+        create_table_artifact(
+            key="round-plan",
+            table=[c.model_dump(mode="json") for c in changes],
+            description=f"How the plan ({config.plan.source}) differs from the even mix",
+        )
     return config.plan
 
 
@@ -236,6 +249,7 @@ def flywheel_round(
         fault_rate=fault_rate,
         backend_fault_rate=backend_fault_rate,
         gate=gate_name,
+        plan=next_plan(settings, settings.round.tasks if tasks is None else tasks),
     )
     summary = run_round(settings, config, round_id or config.round_id())
     return summary.model_dump(mode="json")
@@ -273,10 +287,13 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
         _mark(settings, round_id, "construct")
     log.info("%d tasks for a plan of %d", len(tasks), plan.total)
 
+    recollected = stages.recollection(home, config.plan)
+    if recollected:
+        log.info("%d stored tasks collected again (replays, preservation set)", len(recollected))
     if "collect" in done:
         trajectories = stored.trajectories()
     else:
-        trajectories = _collect(settings, round_id, config, tasks)
+        trajectories = _collect(settings, round_id, config, [*tasks, *recollected])
         stored_count = ingest_task(home, round_id)
         if stored_count != len({t.id for t in trajectories}):
             raise FlywheelError(
@@ -300,7 +317,9 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
         _propose_and_decide(settings, round_id, config, trajectories, gated, run_id)
         _mark(settings, round_id, "balance")
 
-    summary = stages.summarize(home, round_id, run_id, tasks, trajectories, curations, gated)
+    summary = stages.summarize(
+        home, round_id, run_id, tasks, trajectories, curations, gated, recollected=len(recollected)
+    )
     publish_summary(summary)
     log.info("round %s done: dataset %s", round_id, summary.dataset_version)
     return summary

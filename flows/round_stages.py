@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from agents.balancer import run_balancer
 from agents.curator import curate as run_curator
 from agents.llm import JsonLLM
-from agents.task_constructor import construct_tasks, what_it_asks
+from agents.task_constructor import construct_tasks, resolve_recollection, what_it_asks
 from agents.trajectory_collector import collect_shard
 from contract import (
     Capability,
@@ -84,9 +84,21 @@ def construct(
             known_fingerprints=frozenset(t.fingerprint for t in earlier),
             dev_fingerprints=frozenset(catalog.fingerprints(Split.DEV)),
             known_goals=[what_it_asks(t) for t in earlier],
+            stored_tasks=catalog.tasks_with_fingerprints(plan.recollect_fingerprints),
             max_passes=max_passes,
         )
         return catalog.tasks_of_round(round_id)
+
+
+def recollection(home: Path, plan: GenerationPlan) -> list[TaskSpec]:
+    """Stored tasks the plan collects again (replays and the preservation set), once
+    each; development tasks are refused (``InvalidInputError``)."""
+    if not plan.recollect_fingerprints:
+        return []
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        stored = catalog.tasks_with_fingerprints(plan.recollect_fingerprints)
+        dev = frozenset(catalog.fingerprints(Split.DEV))
+    return [r.task for r in resolve_recollection(plan, stored, dev)]
 
 
 def collect_one_shard(
@@ -348,6 +360,8 @@ def summarize(
     trajectories: Sequence[Trajectory],
     curations: Sequence[CurationRecord],
     gated: GateOutcome,
+    *,
+    recollected: int = 0,
 ) -> RoundSummary:
     """Counts per stage and per capability; marks the round done in the catalog."""
     kept = {c.trajectory_id for c in curations if c.kept}
@@ -365,6 +379,7 @@ def summarize(
         approval = _approval_of_round(catalog, round_id, dataset_id)
         counts = {
             "constructed": len(tasks),
+            "recollected": recollected,
             "rejected_tasks": rejected_tasks,
             "collected": len(trajectories),
             "backend_errors": sum(

@@ -70,6 +70,11 @@ class RoundSettings(Section):
     seed: int = Field(default=0, ge=0, description="seed of task construction")
     policy: PolicyName = Field(default="scripted", description="policy that collects")
     gate: GateName = Field(default="auto", description="human gate implementation")
+    plan: Literal["feedback", "default"] = Field(
+        default="feedback",
+        description="feedback: plan from the latest feedback report (the even mix while "
+        "there is none); default: always the even mix",
+    )
     shard_size: int = Field(default=200, ge=1, description="tasks per collection shard")
     collect_workers: int = Field(
         default=2, ge=1, le=64, description="collection shards that run at once"
