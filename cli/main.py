@@ -13,7 +13,10 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+import cli.export  # noqa: F401  (registers ``datasets export`` on datasets_app)
+from cli.feedback import feedback_app
 from cli.gate import gate_app
+from cli.plan import plan_app
 from cli.rounds import datasets_app, rounds_app, run_round_command
 from cli.servers import server_app
 from contract import Capability, Difficulty, FlywheelError, Split
@@ -36,6 +39,8 @@ app.add_typer(rounds_app, name="rounds")
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(server_app, name="server")
 app.add_typer(gate_app, name="gate")
+app.add_typer(feedback_app, name="feedback")
+app.add_typer(plan_app, name="plan")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 CapabilityOpt = Annotated[Capability | None, typer.Option(help="only this capability")]
@@ -241,6 +246,17 @@ def bench_ingest(
     from bench.ingest import run_ingest_benchmark
 
     typer.echo(run_ingest_benchmark(trajectories=trajectories, seed=seed))
+
+
+@bench_app.command("dedup")
+def bench_dedup(
+    items: Annotated[int, typer.Option(min=100, help="documents to deduplicate")] = 200_000,
+    seed: SeedOpt = 0,
+) -> None:
+    """Near-duplicate detection: ours against datasketch's MinHashLSH, with recall/precision."""
+    from bench.dedup import run_dedup_benchmark
+
+    typer.echo(run_dedup_benchmark(items=items, seed=seed))
 
 
 def _read_json(path: Path) -> Any:
