@@ -3,7 +3,9 @@
 The development set is identified by task fingerprint. Each test below tries one entry
 point: construction, a person's approval at the gate, the balancer, freezing (directly
 and through an approval), a task that claims the train split under a development
-fingerprint.
+fingerprint. Two more live beside their code: a plan that replays or preserves a
+development task (tests/agents/test_task_constructor.py), and exporting a version that
+holds one (tests/training/test_export.py).
 """
 
 from __future__ import annotations
