@@ -19,12 +19,12 @@ item is indexed, kept or not, so the ground truth does not depend on a detector'
 earlier answers. Both detectors get the same documents, threshold and permutations
 (``CuratorConfig``'s defaults):
 
-- ours: ``MinHasher.signatures`` in chunks of at most ``CHUNK_SHINGLES`` shingles, then
-  ``NearDuplicateIndex.match_signature`` and ``add_signature``. Chunks give the same
-  signatures as one pass; they keep its ``num_perm`` x shingles uint64 temporaries
-  small enough for the allocator to reuse (from about 2,000 shingles a chunk, each
-  call maps and faults in fresh pages: 3x slower in a new process; one pass over the
-  default 200,000 documents would hold several temporaries of about 2.8 GB each);
+- ours: ``MinHasher.signatures`` over every document (it signs in passes of
+  ``SIGNING_CHUNK`` shingles: small ``num_perm`` x shingles temporaries the allocator
+  reuses; from about 2,000 shingles a pass, each maps and faults in fresh pages, 3x
+  slower in a new process, and one pass over 200,000 documents would hold several
+  temporaries of about 2.8 GB each), then ``NearDuplicateIndex.match_signature`` and
+  ``add_signature``;
 - datasketch: ``MinHash.bulk`` (its documented fast path for many sets), then
   ``MinHashLSH.query``, each candidate confirmed with ``MinHash.jaccard`` (as its
   documentation advises), then ``MinHashLSH.insert``. Rows: its default SHA-1 hash; an
@@ -68,7 +68,6 @@ from multiprocessing.connection import Connection
 import numpy as np
 import xxhash
 from datasketch import MinHash, MinHashLSH
-from numpy.typing import NDArray
 
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
@@ -86,7 +85,6 @@ CLUSTER_SHARE = 0.25
 MAX_VARIANTS = 3
 MAX_EDITS = 3
 STREAMS = 64
-CHUNK_SHINGLES = 512
 _EPS = 1e-9
 
 Tokens = list[str]
@@ -303,17 +301,7 @@ def score(matches: Sequence[int], truth: Truth, threshold: float) -> Score:
 def run_ours(corpus: Corpus, threshold: float, num_perm: int) -> Run:
     hasher = MinHasher(num_perm)
     started = time.perf_counter()
-    chunks: list[NDArray[np.uint64]] = []
-    chunk: list[list[str]] = []
-    size = 0
-    for doc in corpus.documents:
-        if chunk and size + len(doc) > CHUNK_SHINGLES:
-            chunks.append(hasher.signatures(chunk))
-            chunk, size = [], 0
-        chunk.append(doc)
-        size += len(doc)
-    chunks.append(hasher.signatures(chunk))
-    signatures = np.concatenate(chunks)
+    signatures = hasher.signatures(corpus.documents)
     signed = time.perf_counter()
     index = NearDuplicateIndex(threshold, hasher=hasher)
     found: list[str | None] = []

@@ -30,6 +30,8 @@ _P = np.uint64(MERSENNE_61)
 _MASK32 = np.uint64(0xFFFFFFFF)
 _MASK29 = np.uint64((1 << 29) - 1)
 _EMPTY = "\x00empty"
+SIGNING_CHUNK = 512
+"""Shingles signed per numpy pass (``bench dedup`` measured larger passes slower)."""
 _SEP = "\x1f"
 
 Signature = NDArray[np.uint64]
@@ -82,15 +84,32 @@ class MinHasher:
         self._b = rng.integers(0, MERSENNE_61, size=(num_perm, 1), dtype=np.uint64)
 
     def signatures(self, documents: Sequence[Sequence[str]]) -> NDArray[np.uint64]:
-        """One signature row per document (a document is its shingles), in one pass."""
+        """One signature row per document (a document is its shingles).
+
+        Documents are signed in passes of about ``SIGNING_CHUNK`` shingles (a document is
+        never split): one pass over everything would allocate permutations x shingles
+        temporaries, gigabytes at 200,000 trajectories, and run slower for it.
+        """
         docs = [doc if len(doc) else (_EMPTY,) for doc in documents]
-        if not docs:
-            return np.empty((0, self.num_perm), dtype=np.uint64)
+        out = np.empty((len(docs), self.num_perm), dtype=np.uint64)
+        start = 0
+        while start < len(docs):
+            end, count = start + 1, len(docs[start])
+            while end < len(docs) and count + len(docs[end]) <= SIGNING_CHUNK:
+                count += len(docs[end])
+                end += 1
+            out[start:end] = self._sign(docs[start:end])
+            start = end
+        return out
+
+    def _sign(self, docs: Sequence[Sequence[str]]) -> NDArray[np.uint64]:
+        """Signatures of non-empty documents in one numpy pass."""
         sizes = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
         x = hash_shingles(s for d in docs for s in d) % _P
         permuted = _fold61(_mulmod61(self._a, x[np.newaxis, :]) + self._b)
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        return np.minimum.reduceat(permuted, starts, axis=1).T.copy()
+        signed: NDArray[np.uint64] = np.minimum.reduceat(permuted, starts, axis=1).T
+        return signed
 
     def signature(self, shingles: Sequence[str]) -> Signature:
         row: Signature = self.signatures([shingles])[0]

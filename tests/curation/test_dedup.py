@@ -11,6 +11,7 @@ import pytest
 from contract import DropReason, Finish, InvalidInputError, Outcome, Trajectory
 from curation.dedup import (
     MERSENNE_61,
+    SIGNING_CHUNK,
     MinHasher,
     NearDuplicateIndex,
     _mulmod61,
@@ -46,6 +47,18 @@ def test_signatures_are_deterministic_and_estimate_jaccard() -> None:
     assert np.array_equal(sig[0], hasher.signature(list(reversed(first))))
     assert abs(estimated_jaccard(sig[0], sig[1]) - 80 / 120) < 0.1
     assert int(sig.max()) < MERSENNE_61
+
+
+def test_signing_in_passes_gives_each_documents_own_signature() -> None:
+    rng = random.Random(4)
+    sizes = [0, 1, SIGNING_CHUNK - 1, 2, SIGNING_CHUNK, 3, SIGNING_CHUNK + 7, 5, 0, 300, 300]
+    docs = [[f"t{rng.randrange(5000)}" for _ in range(n)] for n in sizes]
+    hasher = MinHasher(num_perm=32)
+    together = hasher.signatures(docs)
+    assert together.shape == (len(docs), 32)
+    for doc, row in zip(docs, together, strict=True):
+        assert np.array_equal(row, hasher.signature(doc))
+    assert hasher.signatures([]).shape == (0, 32)
 
 
 def test_bands_find_pairs_at_the_threshold() -> None:
