@@ -398,7 +398,6 @@ class StoredRound:
                 reviews=catalog.reviews_of_round(self._round)
                 + catalog.reviews_of_trajectories([t.id for t in carried_in]),
                 carried_in=carried_in,
-                carried_out=catalog.carried_out_of(self._round),
             )
 
 

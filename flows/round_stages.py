@@ -186,8 +186,6 @@ class GateOutcome:
 
     reviews: list[Review]
     carried_in: list[Trajectory]
-    carried_out: int
-    """Items of this round still undecided: carried over to the next round."""
 
 
 def gate(
@@ -228,7 +226,7 @@ def gate(
         carried_reviews = catalog.reviews_of_trajectories([t.id for t in carried_in])
     if outcome.pending:
         log(f"{len(outcome.pending)} item(s) undecided: carried over to the next round")
-    return GateOutcome(reviews + carried_reviews, carried_in, len(outcome.pending))
+    return GateOutcome(reviews + carried_reviews, carried_in)
 
 
 def take_up_carried(

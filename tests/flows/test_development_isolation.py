@@ -22,8 +22,6 @@ from agents.task_constructor import construct_tasks
 from contract import (
     ApprovalDecision,
     DatasetApproval,
-    DatasetMember,
-    DatasetVersion,
     InvalidInputError,
     MixTarget,
     RejectionReason,
@@ -34,9 +32,9 @@ from contract import (
     Trajectory,
     default_plan,
 )
-from curation.balance import dataset_content_hash
 from envs.sandbox import MobileSandbox
 from storage import Catalog, write_trajectory_shard
+from tests.storage.builders import make_version
 
 DEV_MESSAGE = "development tasks, which are never trained on"
 
@@ -70,28 +68,6 @@ def _catalog(tmp_path: Path, trajectories: list[Trajectory]) -> Catalog:
     return catalog
 
 
-def _version(trajectories: list[Trajectory]) -> DatasetVersion:
-    members = tuple(
-        sorted(
-            (
-                DatasetMember(trajectory_id=t.id, task_id=t.task.id, weight=1.0)
-                for t in trajectories
-            ),
-            key=lambda m: m.trajectory_id,
-        )
-    )
-    return DatasetVersion(
-        round_id="r",
-        parent=None,
-        content_hash=dataset_content_hash(members),
-        members=members,
-        target=MixTarget(),
-        achieved={},
-        policies=("scripted@1",),
-        human_reviewed=0,
-    )
-
-
 def test_construction_rejects_development_fingerprints(sandbox: MobileSandbox) -> None:
     plan = default_plan(12)
     free = construct_tasks("round-x", plan, 3, sandbox).tasks
@@ -121,12 +97,12 @@ def test_freezing_refuses_a_development_member(tmp_path: Path, episodes: list[Tr
     dev = _dev_success(episodes)
     train = [t for t in episodes if t.task.split is Split.TRAIN][:3]
     with _catalog(tmp_path, [dev, *train]) as catalog:
-        version = _version([dev, *train])
+        version = make_version([dev, *train])
         with pytest.raises(InvalidInputError, match=DEV_MESSAGE):
             catalog.freeze_dataset(version)
         approval = DatasetApproval(
             dataset_id=version.id,
-            round_id="r",
+            round_id=version.round_id,
             content_hash=version.content_hash,
             target=version.target,
             decision=ApprovalDecision.APPROVE,
@@ -151,5 +127,5 @@ def test_a_task_claiming_the_train_split_under_a_development_fingerprint_is_refu
     smuggled = run_episode(disguised, sandbox, policy, round_id="r")
     with _catalog(tmp_path, [dev, smuggled]) as catalog:
         with pytest.raises(InvalidInputError, match=DEV_MESSAGE):
-            catalog.freeze_dataset(_version([smuggled]))
+            catalog.freeze_dataset(make_version([smuggled]))
         assert catalog.list_datasets() == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 import pytest
 
@@ -93,4 +92,3 @@ def test_feedback_between_two_rounds_shifts_the_plan(prefect_api_url: str, tmp_p
         artifacts = client.read_artifacts()
     keys = {a.key for a in artifacts if str(a.flow_run_id) == second["flow_run_id"]}
     assert "round-plan" in keys
-    assert UUID(second["flow_run_id"])
