@@ -1,6 +1,8 @@
 """The balancer agent: from reviewed trajectories to a proposed dataset version.
 
-``select`` keeps trajectories whose final review approves or corrects them; ``weigh``
+It reads trajectories as balancing candidates (``curation.balance.Candidate``: ids,
+split, outcome, policy, mix labels), so a round of any size is balanced from the
+catalog's columns. ``select`` keeps those whose final review approves or corrects them; ``weigh``
 drops dev-split tasks and non-successes and rakes sampling weights towards the target mix;
 ``report`` lays achieved against target (and, given an LLM, asks it for a short
 rationale); ``propose`` builds the ``DatasetVersion``, or None when nothing is left: an
@@ -30,9 +32,11 @@ from contract import (
 from curation.balance import (
     DEFAULT_MAX_RATIO,
     BalanceResult,
+    Candidate,
     MixRow,
     Shortfall,
     balance_mix,
+    candidates_of,
     policies_of,
     propose_version,
     with_reviews,
@@ -52,19 +56,20 @@ RATIONALE_SYSTEM = (
 
 
 class BalancerState(TypedDict, total=False):
-    """The balancer's state. Inputs: ``round_id``, ``parent``, ``trajectories``,
+    """The balancer's state. Inputs: ``round_id``, ``parent``, ``pool``,
     ``reviews`` and optionally ``human_reviewed``; the nodes fill in the rest."""
 
     round_id: str
     parent: str | None
-    trajectories: list[Trajectory]
+    pool: list[Candidate]
+    """Every reviewed trajectory of the round (and those carried into it)."""
     reviews: list[Review]
     human_reviewed: int | None
     """Reviews by a person behind the version; None (or absent): the members whose final
     review is a person's."""
     decisions: dict[str, Review]
     """The final review per trajectory id (a person's wins over an automatic one)."""
-    candidates: list[Trajectory]
+    candidates: list[Candidate]
     """Trajectories whose final decision is approve or correct."""
     dropped: dict[str, int]
     """How many trajectories were left out, by reason."""
@@ -85,16 +90,16 @@ class Node(Protocol):
 def select(state: BalancerState) -> BalancerState:
     """Trajectories whose final review approves or corrects them."""
     decisions = final_decisions(state["reviews"])
-    candidates: list[Trajectory] = []
+    candidates: list[Candidate] = []
     dropped = {DROPPED_UNREVIEWED: 0, DROPPED_NOT_APPROVED: 0}
-    for trajectory in state["trajectories"]:
-        review = decisions.get(trajectory.id)
+    for candidate in state["pool"]:
+        review = decisions.get(candidate.trajectory_id)
         if review is None:
             dropped[DROPPED_UNREVIEWED] += 1
         elif review.decision not in TRAINABLE_DECISIONS:
             dropped[DROPPED_NOT_APPROVED] += 1
         else:
-            candidates.append(trajectory)
+            candidates.append(candidate)
     return {"decisions": decisions, "candidates": candidates, "dropped": dropped}
 
 
@@ -138,7 +143,7 @@ def make_propose(target: MixTarget) -> Node:
         if human is None:
             human = sum(m.human for m in result.members)
         members = {m.trajectory_id for m in result.members}
-        policies = policies_of(t for t in state["candidates"] if t.id in members)
+        policies = policies_of(c for c in state["candidates"] if c.trajectory_id in members)
         version = propose_version(
             state["round_id"], state.get("parent"), result, target, policies, human
         )
@@ -192,7 +197,7 @@ def build_balancer_graph(
 
 def run_balancer(
     round_id: str,
-    trajectories: Iterable[Trajectory],
+    trajectories: Iterable[Candidate | Trajectory],
     reviews: Iterable[Review],
     target: MixTarget,
     *,
@@ -206,7 +211,7 @@ def run_balancer(
     state: BalancerState = {
         "round_id": round_id,
         "parent": parent,
-        "trajectories": list(trajectories),
+        "pool": candidates_of(trajectories),
         "reviews": list(reviews),
         "human_reviewed": human_reviewed,
     }
@@ -215,7 +220,7 @@ def run_balancer(
 
 def balance(
     round_id: str,
-    trajectories: Iterable[Trajectory],
+    trajectories: Iterable[Candidate | Trajectory],
     reviews: Iterable[Review],
     target: MixTarget,
     *,

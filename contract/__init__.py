@@ -18,7 +18,7 @@ from contract.actions import (
     ToolCall,
     action_adapter,
 )
-from contract.base import IdentifiedRecord, Record, canonical_json, content_hash
+from contract.base import TRUSTED_IDS, IdentifiedRecord, Record, canonical_json, content_hash
 from contract.curation import (
     ApprovalDecision,
     CurationRecord,
@@ -100,6 +100,7 @@ __all__ = [
     "MAX_CANDIDATE_TOOLS",
     "REPAIR_PATTERN",
     "TERMINAL_KINDS",
+    "TRUSTED_IDS",
     "Action",
     "ActionKind",
     "ActionOrderCheck",

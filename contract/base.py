@@ -6,7 +6,7 @@ import hashlib
 from typing import Any, ClassVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
 
 def canonical_json(value: Any) -> bytes:
@@ -40,6 +40,11 @@ class Record(BaseModel):
         return content_hash(self.model_dump(mode="json", exclude={"id"}))
 
 
+TRUSTED_IDS = "trusted_ids"
+"""Validation context key: ``{TRUSTED_IDS: True}`` keeps the ids a record arrives with
+unchecked (bulk loads of rows whose ids were checked when they were written)."""
+
+
 class IdentifiedRecord(Record):
     """A record that carries its content-derived id as the field ``id``.
 
@@ -51,7 +56,9 @@ class IdentifiedRecord(Record):
     id: str = ""
 
     @model_validator(mode="after")
-    def _derive_id(self) -> IdentifiedRecord:
+    def _derive_id(self, info: ValidationInfo) -> IdentifiedRecord:
+        if self.id and info.context is not None and info.context.get(TRUSTED_IDS):
+            return self
         expected = f"{self.id_prefix}-{self.content_id()}"
         if not self.id:
             object.__setattr__(self, "id", expected)

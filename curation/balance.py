@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -100,15 +101,64 @@ def default_target() -> MixTarget:
     )
 
 
-def labels_of(trajectory: Trajectory) -> dict[str, str]:
-    """The value of each balancing dimension for ``trajectory``."""
-    task = trajectory.task
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """What balancing reads of a trajectory: ids, split, outcome, policy and the task's
+    primary capability and domain, difficulty and source.
+
+    Built from a trajectory (:meth:`of`) or from the catalog's columns
+    (``Catalog.balance_candidates``), so a dataset of any size is balanced without
+    loading its trajectories.
+    """
+
+    trajectory_id: str
+    task_id: str
+    split: Split
+    outcome: Outcome
+    recovered: bool
+    capability: str
+    difficulty: str
+    domain: str
+    source: str
+    policy: str
+    """``name@version``."""
+
+    @classmethod
+    def of(cls, trajectory: Trajectory) -> Candidate:
+        task, meta = trajectory.task, trajectory.metadata
+        return cls(
+            trajectory_id=trajectory.id,
+            task_id=task.id,
+            split=task.split,
+            outcome=meta.outcome,
+            recovered=meta.recovered,
+            capability=task.capabilities[0].value,
+            difficulty=task.difficulty.value,
+            domain=task.domains[0],
+            source=task.source.value,
+            policy=f"{meta.policy.name}@{meta.policy.version}",
+        )
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Candidate:
+        """From a row of ``Catalog.balance_rows``."""
+        return cls(**{**row, "split": Split(row["split"]), "outcome": Outcome(row["outcome"])})
+
+
+def candidates_of(items: Iterable[Candidate | Trajectory]) -> list[Candidate]:
+    """``items`` as candidates (trajectories are reduced to what balancing reads)."""
+    return [i if isinstance(i, Candidate) else Candidate.of(i) for i in items]
+
+
+def labels_of(candidate: Candidate | Trajectory) -> dict[str, str]:
+    """The value of each balancing dimension for ``candidate``."""
+    c = candidate if isinstance(candidate, Candidate) else Candidate.of(candidate)
     return {
-        "capability": task.capabilities[0].value,
-        "difficulty": task.difficulty.value,
-        "domain": task.domains[0],
-        "source": task.source.value,
-        "outcome": RECOVERY if trajectory.metadata.recovered else SUCCESS,
+        "capability": c.capability,
+        "difficulty": c.difficulty,
+        "domain": c.domain,
+        "source": c.source,
+        "outcome": RECOVERY if c.recovered else SUCCESS,
     }
 
 
@@ -122,22 +172,24 @@ def requested_shares(target: MixTarget) -> Shares:
     return shares
 
 
-def trainable(trajectories: Iterable[Trajectory]) -> tuple[list[Trajectory], dict[str, int]]:
+def trainable(
+    items: Iterable[Candidate | Trajectory],
+) -> tuple[list[Candidate], dict[str, int]]:
     """Train-split successes, one per id, sorted by id; and how many were dropped, why."""
-    kept: dict[str, Trajectory] = {}
+    kept: dict[str, Candidate] = {}
     dropped = {DROPPED_DEV: 0, DROPPED_NOT_SUCCESS: 0}
-    for trajectory in trajectories:
-        if trajectory.task.split is not Split.TRAIN:
+    for candidate in candidates_of(items):
+        if candidate.split is not Split.TRAIN:
             dropped[DROPPED_DEV] += 1
-        elif trajectory.metadata.outcome is not Outcome.SUCCESS:
+        elif candidate.outcome is not Outcome.SUCCESS:
             dropped[DROPPED_NOT_SUCCESS] += 1
         else:
-            kept[trajectory.id] = trajectory
+            kept[candidate.trajectory_id] = candidate
     return [kept[i] for i in sorted(kept)], dropped
 
 
 def balance_mix(
-    trajectories: Iterable[Trajectory],
+    items: Iterable[Candidate | Trajectory],
     target: MixTarget,
     *,
     max_ratio: float = DEFAULT_MAX_RATIO,
@@ -152,16 +204,18 @@ def balance_mix(
         raise InvalidInputError("max_ratio", f"{max_ratio} is below 1")
     if max_passes < 1:
         raise InvalidInputError("max_passes", f"{max_passes} is below 1")
-    candidates, dropped = trainable(trajectories)
-    labels = [labels_of(t) for t in candidates]
+    candidates, dropped = trainable(items)
+    labels = [labels_of(c) for c in candidates]
     effective, shortfalls = effective_target(requested_shares(target), labels)
     columns = {dim: _Column.of(labels, dim) for dim in DIMENSIONS}
     fits = [columns[dim].fit(effective[dim]) for dim in DIMENSIONS if dim in effective]
     weights, passes, converged = _rake(len(candidates), fits, max_ratio, max_passes, tolerance)
     achieved = {dim: columns[dim].shares(weights) for dim in DIMENSIONS}
     members = tuple(
-        DatasetMember(trajectory_id=t.id, task_id=t.task.id, weight=max(round(float(w), 6), 1e-6))
-        for t, w in zip(candidates, weights, strict=True)
+        DatasetMember(
+            trajectory_id=c.trajectory_id, task_id=c.task_id, weight=max(round(float(w), 6), 1e-6)
+        )
+        for c, w in zip(candidates, weights, strict=True)
     )
     return BalanceResult(
         members=members,
@@ -361,8 +415,6 @@ def propose_version(
     )
 
 
-def policies_of(trajectories: Iterable[Trajectory]) -> tuple[str, ...]:
-    """``name@version`` of the policies that generated ``trajectories``, sorted."""
-    return tuple(
-        sorted({f"{t.metadata.policy.name}@{t.metadata.policy.version}" for t in trajectories})
-    )
+def policies_of(items: Iterable[Candidate | Trajectory]) -> tuple[str, ...]:
+    """``name@version`` of the policies that generated ``items``, sorted."""
+    return tuple(sorted({c.policy for c in candidates_of(items)}))

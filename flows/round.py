@@ -38,6 +38,7 @@ from contract import (
 )
 from flows import round_stages as stages
 from flows.approval import Proposal, request_approval
+from flows.curation_stage import curate_round
 from flows.gates import build_gate
 from flows.planning import next_plan
 from flows.round_stages import STAGES, RoundSummary
@@ -162,14 +163,9 @@ def ingest_task(home: Path, round_id: str) -> int:
 
 
 @task(name="curate", cache_policy=NO_CACHE, retries=1)
-def curate_task(
-    home: Path,
-    round_id: str,
-    trajectories: Sequence[Trajectory],
-    settings: FlywheelSettings,
-) -> list[CurationRecord]:
+def curate_task(home: Path, round_id: str, settings: FlywheelSettings) -> list[CurationRecord]:
     llm = agent_llm(settings, "curator")
-    return stages.curate(home, round_id, trajectories, settings.curation, llm)
+    return curate_round(home, round_id, settings.curation, llm)
 
 
 @task(name="gate", cache_policy=NO_CACHE, retries=1)
@@ -199,13 +195,13 @@ def gate_task(
 def propose_task(
     home: Path,
     round_id: str,
-    trajectories: Sequence[Trajectory],
+    trajectory_ids: Sequence[str],
     reviews: Sequence[Review],
     settings: FlywheelSettings,
     target: MixTarget,
 ) -> Proposal | None:
     llm = agent_llm(settings, "balancer")
-    proposal = stages.propose_dataset(home, round_id, trajectories, reviews, target, llm)
+    proposal = stages.propose_dataset(home, round_id, trajectory_ids, reviews, target, llm)
     if proposal is not None:
         from prefect.artifacts import create_markdown_artifact
 
@@ -304,7 +300,7 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
     if "curate" in done:
         curations = stored.curations()
     else:
-        curations = curate_task(home, round_id, quote(trajectories), settings)
+        curations = curate_task(home, round_id, settings)
         _mark(settings, round_id, "curate")
     if "gate" in done:
         gated = stored.gate_outcome()
@@ -340,9 +336,9 @@ def _propose_and_decide(
     """
     log = get_run_logger()
     home = settings.home
-    candidates = [*trajectories, *gated.carried_in]
+    candidates = [t.id for t in [*trajectories, *gated.carried_in]]
     proposal = propose_task(
-        home, round_id, quote(candidates), quote(gated.reviews), settings, config.target
+        home, round_id, candidates, quote(gated.reviews), settings, config.target
     )
     if proposal is None:
         log.info("nothing approved: no dataset version to propose")

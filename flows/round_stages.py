@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from agents.balancer import run_balancer
-from agents.curator import curate as run_curator
 from agents.llm import JsonLLM
 from agents.task_constructor import construct_tasks, resolve_recollection, what_it_asks
 from agents.trajectory_collector import collect_shard
@@ -35,13 +34,13 @@ from contract import (
     TaskSpec,
     Trajectory,
 )
-from curation.routing import CuratorConfig
+from curation.balance import Candidate
 from envs.backend import Backend
 from envs.sandbox import MobileSandbox
 from flows.approval import Proposal
 from flows.gates import sync_until
 from flows.policies import build_policy
-from flows.settings import CurationSettings, FlywheelSettings, catalog_path
+from flows.settings import FlywheelSettings, catalog_path
 from human_gate import GateItem, GateUnavailableError, HumanGate, final_decisions
 from storage import Catalog
 from storage.shards import (
@@ -159,26 +158,6 @@ def ingest(home: Path, round_id: str) -> int:
         return catalog.count_trajectories(round_id)
 
 
-def curate(
-    home: Path,
-    round_id: str,
-    trajectories: Sequence[Trajectory],
-    settings: CurationSettings,
-    llm: JsonLLM | None = None,
-) -> list[CurationRecord]:
-    """Curate every trajectory of the round and store the records."""
-    config = CuratorConfig(
-        approve_quality=settings.approve_quality,
-        reject_quality=settings.reject_quality,
-        near_duplicate_threshold=settings.near_duplicate_threshold,
-        audit_rate=settings.audit_rate,
-    )
-    records = run_curator(list(trajectories), round_id, config, llm)
-    with Catalog.open(catalog_path(home)) as catalog:
-        catalog.add_curations(records)
-    return records
-
-
 @dataclass(frozen=True)
 class GateOutcome:
     """What the gate stage leaves for balancing: every review of the round's items, and
@@ -277,18 +256,18 @@ def gate_items(
 def propose_dataset(
     home: Path,
     round_id: str,
-    trajectories: Sequence[Trajectory],
+    trajectory_ids: Sequence[str],
     reviews: Sequence[Review],
     target: MixTarget,
     llm: JsonLLM | None = None,
 ) -> Proposal | None:
-    """Weigh the approved successes towards the target mix: the version to approve, or
+    """Weigh the approved successes among ``trajectory_ids`` towards the target mix,
+    reading the catalog's columns (no trajectory is loaded): the version to approve, or
     None when nothing is approved."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         parent = _parent(catalog, round_id)
-    return Proposal.of(
-        run_balancer(round_id, trajectories, reviews, target, parent=parent, llm=llm)
-    )
+        pool = [Candidate.from_row(row) for row in catalog.balance_rows(trajectory_ids)]
+    return Proposal.of(run_balancer(round_id, pool, reviews, target, parent=parent, llm=llm))
 
 
 def stored_approval(home: Path, dataset_id: str) -> DatasetApproval | None:

@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from contract import Capability, Difficulty, FlywheelError, InvalidInputError, MixTarget
+from curation.partitions import DEFAULT_PARTITION_SIZE
 
 if TYPE_CHECKING:
     from agents.llm import JsonLLM
@@ -102,6 +103,14 @@ class CurationSettings(Section):
     )
     audit_rate: float = Field(
         default=0.0, ge=0, le=1, description="share of confident items sent to humans anyway"
+    )
+    partition_size: int = Field(
+        default=DEFAULT_PARTITION_SIZE,
+        ge=1,
+        description="trajectories curated together (a task fingerprint is never split)",
+    )
+    workers: int = Field(
+        default=0, ge=0, description="processes curating partitions; 0: one per core (<= 8)"
     )
 
     @model_validator(mode="after")

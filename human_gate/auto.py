@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contract import Review
+from contract import CurationRecord, Review
 from human_gate.base import GateItem, GateResult
 
 AUTO_REVIEWER = "auto"
@@ -27,11 +27,16 @@ class AutoGate:
 
 def auto_review(round_id: str, item: GateItem) -> Review:
     """The automatic review of ``item``: the curator's suggestion and reason."""
+    return review_of_curation(round_id, item.curation)
+
+
+def review_of_curation(round_id: str, curation: CurationRecord) -> Review:
+    """The automatic review a curation record suggests (the trajectory is not needed)."""
     return Review(
-        trajectory_id=item.trajectory_id,
+        trajectory_id=curation.trajectory_id,
         round_id=round_id,
-        decision=item.curation.suggested,
+        decision=curation.suggested,
         reviewer=AUTO_REVIEWER,
         automatic=True,
-        reason=item.curation.reason,
+        reason=curation.reason,
     )

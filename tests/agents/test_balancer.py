@@ -33,6 +33,7 @@ from contract import (
 from curation.balance import (
     DROPPED_DEV,
     DROPPED_NOT_SUCCESS,
+    candidates_of,
     dataset_content_hash,
     default_target,
 )
@@ -167,7 +168,7 @@ def test_the_graph_runs_select_weigh_report_propose(episodes: list[Trajectory]) 
     order = [
         next(iter(update))
         for update in graph.stream(
-            {"round_id": "r", "parent": None, "trajectories": episodes, "reviews": []}
+            {"round_id": "r", "parent": None, "pool": candidates_of(episodes), "reviews": []}
         )
     ]
     assert order == ["select", "weigh", "report", "propose"]

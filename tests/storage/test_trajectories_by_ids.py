@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import duckdb
 import pytest
+from pydantic import ValidationError
 
 from contract import Trajectory
+from curation.balance import Candidate
 from storage import Catalog, UnknownIdError
+from tests.storage.builders import ROUND
 
 
 def test_trajectories_come_back_exact_in_the_order_asked(
@@ -30,3 +34,45 @@ def test_a_read_only_catalog_loads_them_too(
     with Catalog.open(ingested.path, read_only=True) as reader:
         ids = [t.id for t in round_trajectories[:3]]
         assert [t.id for t in reader.trajectories_by_ids(ids)] == ids
+
+
+def test_unverified_loads_are_the_same_records_and_skip_only_the_id_check(
+    ingested: Catalog, round_trajectories: list[Trajectory]
+) -> None:
+    ids = [t.id for t in round_trajectories]
+    assert ingested.trajectories_by_ids(ids, verify_ids=False) == round_trajectories
+    drifted = round_trajectories[3]
+    with duckdb.connect(str(ingested.path)) as con:
+        con.execute(
+            "UPDATE steps SET model_output = 'edited by hand' WHERE trajectory_id = ? AND idx = 0",
+            [drifted.id],
+        )
+
+    with pytest.raises(ValidationError, match="does not match the record's content"):
+        ingested.trajectories_by_ids([drifted.id])
+    (loaded,) = ingested.trajectories_by_ids([drifted.id], verify_ids=False)
+    assert loaded.id == drifted.id
+    assert loaded.steps[0].model_output == "edited by hand"
+
+
+def test_balance_rows_give_what_balancing_reads_of_each_trajectory(
+    ingested: Catalog, round_trajectories: list[Trajectory]
+) -> None:
+    wanted = [round_trajectories[4].id, "traj-unknown", round_trajectories[1].id]
+
+    rows = ingested.balance_rows(wanted)
+
+    assert [Candidate.from_row(row) for row in rows] == [
+        Candidate.of(round_trajectories[4]),
+        Candidate.of(round_trajectories[1]),
+    ]
+    assert ingested.balance_rows([]) == []
+
+
+def test_trajectory_fingerprints_pair_every_trajectory_of_the_round_with_its_task(
+    ingested: Catalog, round_trajectories: list[Trajectory]
+) -> None:
+    expected = sorted({(t.id, t.task.fingerprint) for t in round_trajectories})
+
+    assert ingested.trajectory_fingerprints(ROUND) == expected
+    assert ingested.trajectory_fingerprints("round-none") == []

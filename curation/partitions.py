@@ -1,0 +1,41 @@
+"""Partitions of a round's trajectories that the curator can take one at a time.
+
+The curator compares trajectories only within a task fingerprint (exact duplicates share
+one; near-duplicates are looked for within a fingerprint and outcome); every other node
+reads one trajectory. So curating fingerprint-closed partitions one by one, in any order
+or in parallel, gives the records curating them all at once gives, in memory bounded by
+the partition size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from contract import InvalidInputError
+
+DEFAULT_PARTITION_SIZE = 5_000
+"""Trajectories per partition: a few hundred megabytes of records in memory."""
+
+
+def fingerprint_partitions(
+    pairs: Iterable[tuple[str, str]], size: int = DEFAULT_PARTITION_SIZE
+) -> list[list[str]]:
+    """Trajectory ids of ``(trajectory id, fingerprint)`` pairs in partitions of about
+    ``size`` (one fingerprint's trajectories are never split, so a partition passes
+    ``size`` when its last fingerprint does); ids sorted within each, the same partitions
+    for the same pairs whatever their order."""
+    if size < 1:
+        raise InvalidInputError("partition_size", f"{size} is below 1")
+    groups: dict[str, set[str]] = {}
+    for trajectory_id, fingerprint in pairs:
+        groups.setdefault(fingerprint, set()).add(trajectory_id)
+    partitions: list[list[str]] = []
+    current: list[str] = []
+    for fingerprint in sorted(groups):
+        current += groups[fingerprint]
+        if len(current) >= size:
+            partitions.append(sorted(current))
+            current = []
+    if current:
+        partitions.append(sorted(current))
+    return partitions

@@ -1,0 +1,97 @@
+"""The curate stage at any size: the round's trajectories in fingerprint partitions
+(``curation.partitions``), each loaded from the catalog, curated and let go, in worker
+processes when there are several partitions and cores.
+
+Workers only read the catalog; the records come back to the stage, which stores them
+all in one transaction, so an interrupted stage leaves nothing half-stored and a rerun
+computes the same records.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from agents.curator import curate as run_curator
+from agents.llm import JsonLLM
+from contract import CurationRecord
+from curation.partitions import fingerprint_partitions
+from curation.routing import CuratorConfig
+from flows.settings import CurationSettings, catalog_path
+from storage import Catalog
+
+MAX_AUTO_WORKERS = 8
+
+
+def curator_config(settings: CurationSettings) -> CuratorConfig:
+    """The curator's thresholds from the ``[curation]`` settings."""
+    return CuratorConfig(
+        approve_quality=settings.approve_quality,
+        reject_quality=settings.reject_quality,
+        near_duplicate_threshold=settings.near_duplicate_threshold,
+        audit_rate=settings.audit_rate,
+    )
+
+
+def curate_round(
+    home: Path,
+    round_id: str,
+    settings: CurationSettings,
+    llm: JsonLLM | None = None,
+) -> list[CurationRecord]:
+    """Curate every trajectory the catalog holds for ``round_id``, store the records,
+    and return them sorted by trajectory id (what curating all at once gives)."""
+    path = catalog_path(home)
+    with Catalog.open(path, read_only=True) as catalog:
+        pairs = catalog.trajectory_fingerprints(round_id)
+    partitions = fingerprint_partitions(pairs, settings.partition_size)
+    config = curator_config(settings)
+    workers = worker_count(settings.workers, len(partitions), judged=llm is not None)
+    records: list[CurationRecord] = []
+    if workers <= 1:
+        for ids in partitions:
+            records += curate_partition(path, round_id, ids, config, llm)
+    else:
+        # spawn, not fork: the flow's process runs threads (Prefect's) that a fork copies
+        # mid-flight
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            chunks = pool.map(
+                curate_partition,
+                [path] * len(partitions),
+                [round_id] * len(partitions),
+                partitions,
+                [config] * len(partitions),
+            )
+            for chunk in chunks:
+                records += chunk
+    records.sort(key=lambda r: r.trajectory_id)
+    with Catalog.open(path) as catalog:
+        catalog.add_curations(records)
+    return records
+
+
+def curate_partition(
+    path: Path,
+    round_id: str,
+    trajectory_ids: Sequence[str],
+    config: CuratorConfig,
+    llm: JsonLLM | None = None,
+) -> list[CurationRecord]:
+    """Load one partition (ids unverified: the catalog wrote them) and curate it."""
+    with Catalog.open(path, read_only=True) as catalog:
+        trajectories = catalog.trajectories_by_ids(trajectory_ids, verify_ids=False)
+    return run_curator(trajectories, round_id, config, llm)
+
+
+def worker_count(setting: int, partitions: int, *, judged: bool) -> int:
+    """Processes to curate with: ``setting`` (0: one per core, at most
+    ``MAX_AUTO_WORKERS``), never more than there are partitions; one when an LLM judges
+    (its calls wait on the network, not on a core, and its client stays in this process)."""
+    if judged:
+        return 1
+    wanted = setting or min(os.cpu_count() or 1, MAX_AUTO_WORKERS)
+    return max(1, min(wanted, partitions))

@@ -1,0 +1,64 @@
+"""The curate stage: partitions curated in worker processes give the records of one pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agents.curator import curate
+from agents.policies.scripted import FaultConfig, ScriptedPolicy
+from agents.runner import run_episode
+from contract import Trajectory
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import sample_tasks
+from flows.curation_stage import curate_round, curator_config, worker_count
+from flows.settings import CurationSettings, catalog_path
+from storage import Catalog
+from tests.storage.builders import write_shards
+
+ROUND = "round-c"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory, sandbox: MobileSandbox) -> Path:
+    """A state folder whose catalog holds a round of 90 trajectories (30 tasks, 3 attempts)."""
+    home = tmp_path_factory.mktemp("home")
+    policy = ScriptedPolicy(FaultConfig(rate=0.5, recovery_rate=0.5))
+    tasks = sample_tasks(30, 5, sandbox)
+    trajectories = [
+        run_episode(task, sandbox, policy, round_id=ROUND, attempt=attempt)
+        for attempt in range(3)
+        for task in tasks
+    ]
+    with Catalog.open(catalog_path(home)) as catalog:
+        catalog.begin_round(ROUND, {})
+        catalog.add_tasks(ROUND, tasks)
+        catalog.ingest_shards(write_shards(trajectories, home / "shards"))
+    return home
+
+
+def _stored(home: Path) -> list[Trajectory]:
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        return catalog.trajectories_of_round(ROUND)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_partitions_in_workers_give_and_store_the_records_of_one_pass(
+    home: Path, workers: int
+) -> None:
+    settings = CurationSettings(partition_size=12, workers=workers)
+    whole = curate(_stored(home), ROUND, curator_config(settings))
+
+    records = curate_round(home, ROUND, settings)
+
+    assert records == whole
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        assert catalog.curations_of_round(ROUND) == whole
+
+
+def test_one_worker_when_an_llm_judges_or_there_is_one_partition() -> None:
+    assert worker_count(4, 10, judged=True) == 1
+    assert worker_count(4, 1, judged=False) == 1
+    assert worker_count(4, 10, judged=False) == 4
+    assert worker_count(0, 100, judged=False) >= 1
