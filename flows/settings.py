@@ -9,10 +9,20 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,6 +32,7 @@ from pydantic_settings import (
 
 from contract import Capability, Difficulty, FlywheelError, InvalidInputError, MixTarget
 from curation.partitions import DEFAULT_PARTITION_SIZE
+from curation.planning import PlanningConfig
 
 if TYPE_CHECKING:
     from agents.llm import JsonLLM
@@ -278,6 +289,10 @@ class FlywheelSettings(BaseSettings):
     agent_llm: AgentLLMSettings = Field(default_factory=AgentLLMSettings)
     gate: GateSettings = Field(default_factory=GateSettings)
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    planning: dict[str, float] = Field(
+        default_factory=dict,
+        description="overrides of the plan's rules: fields of curation.planning.PlanningConfig",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -291,6 +306,12 @@ class FlywheelSettings(BaseSettings):
         toml = TomlConfigSettingsSource(settings_cls, toml_file=config_path())
         return (init_settings, env_settings, toml)
 
+    @field_validator("planning")
+    @classmethod
+    def _planning_rules(cls, value: dict[str, float]) -> dict[str, float]:
+        planning_config(value)
+        return value
+
     @property
     def catalog_path(self) -> Path:
         return catalog_path(self.home)
@@ -299,6 +320,22 @@ class FlywheelSettings(BaseSettings):
     def artifacts_path(self) -> Path:
         """The artifact store: screenshots, page sources, exports, by content hash."""
         return self.home / "artifacts"
+
+
+def planning_config(overrides: Mapping[str, float]) -> PlanningConfig:
+    """The plan's rules with the ``[planning]`` overrides; a name ``PlanningConfig`` does
+    not have, or a value out of its range, is refused naming it."""
+    known = {f.name: f.type for f in fields(PlanningConfig)}
+    unknown = sorted(set(overrides) - set(known))
+    if unknown:
+        raise InvalidInputError(
+            f"planning.{unknown[0]}", "is not a rule of the plan", tuple(sorted(known))
+        )
+    values: dict[str, Any] = {
+        name: int(value) if known[name] == "int" and float(value).is_integer() else value
+        for name, value in overrides.items()
+    }
+    return PlanningConfig(**values)
 
 
 def catalog_path(home: Path) -> Path:

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from contract import FlywheelError
+from flows.planning import next_plan
 from flows.settings import load_settings
+from storage import Catalog
+from tests.curation.test_planning import report, stats, tasks_of
 
 README = Path(__file__).parents[2] / "README.md"
 
@@ -98,3 +101,46 @@ def test_build_gate_knows_both_gates_and_refuses_others() -> None:
     with pytest.raises(FlywheelError, match="auto, label-studio"):
         build_gate("mturk", FlywheelSettings())
     assert GATES == ("auto", "label-studio")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[planning]\nmin_atempts = 2\n", "planning.min_atempts: is not a rule of the plan"),
+        ("[planning]\np_low = 0.95\n", "p_low: 0.95 must be below p_high"),
+        ("[planning]\nreplay_attempts = 2.5\n", "replay_attempts: 2.5 must be an integer"),
+    ],
+)
+def test_bad_planning_rules_are_refused_naming_the_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, needle: str
+) -> None:
+    path = tmp_path / "flywheel.toml"
+    path.write_text(text)
+    monkeypatch.setenv("FLYWHEEL_CONFIG", str(path))
+    with pytest.raises(FlywheelError, match=re.escape(needle)):
+        load_settings()
+
+
+def test_planning_rules_from_the_settings_steer_the_next_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tasks = tasks_of("reply_to_an_email", 2)
+    with Catalog.open(tmp_path / "home" / "catalog.duckdb") as catalog:
+        catalog.add_tasks("round-x", tasks)
+        catalog.add_feedback(report(tasks=[stats(tasks[0], 4), stats(tasks[1], 2)]))  # .8, .4
+    path = tmp_path / "flywheel.toml"
+    monkeypatch.setenv("FLYWHEEL_CONFIG", str(path))
+    monkeypatch.setenv("FLYWHEEL_HOME", str(tmp_path / "home"))
+
+    path.write_text("")
+    default = next_plan(load_settings(), 40)
+    path.write_text("[planning]\np_high = 0.9\nreplay_attempts = 2\n")
+    raised = next_plan(load_settings(), 40)
+
+    assert [p.fingerprint for p in default.preserve] == [tasks[0].fingerprint]
+    assert {r.fingerprint: r.attempts for r in default.replays} == {tasks[1].fingerprint: 4}
+    assert raised.preserve == ()
+    assert {r.fingerprint: r.attempts for r in raised.replays} == {
+        tasks[0].fingerprint: 2,
+        tasks[1].fingerprint: 2,
+    }
