@@ -43,11 +43,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-## bench: throughput figures: sandbox, catalog ingest, a round against plain Python, dedup against datasketch
+## bench: throughput figures: sandbox, catalog ingest, a round against plain Python, curation to export at 200k, dedup against datasketch
 bench: $(STAMP)
 	$(BIN)/flywheel bench sandbox
 	$(BIN)/flywheel bench ingest
 	$(BIN)/flywheel bench round
+	$(BIN)/flywheel bench curation
 	$(BIN)/flywheel bench dedup
 
 ## lock: re-resolve pyproject.toml and rewrite requirements.lock

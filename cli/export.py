@@ -27,6 +27,10 @@ def datasets_export(
         str | None,
         typer.Option("--push-to-hub", help="also upload to this dataset repository (owner/name)"),
     ] = None,
+    verify: Annotated[
+        bool,
+        typer.Option("--verify", help="recompute every member's content id from its stored rows"),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Export a dataset version: the sft split (tool-calling chats with a per-turn training
@@ -46,6 +50,7 @@ def datasets_export(
             cast("ExportFormat", fmt),  # checked against FORMATS above
             overwrite=overwrite,
             push_to_hub=push_to_hub,
+            verify=verify,
         )
     if as_json:
         emit_json(report.to_json())

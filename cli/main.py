@@ -248,6 +248,19 @@ def bench_ingest(
     typer.echo(run_ingest_benchmark(trajectories=trajectories, seed=seed))
 
 
+@bench_app.command("curation")
+def bench_curation(
+    trajectories: Annotated[
+        int, typer.Option(min=100, help="trajectories in the synthetic round")
+    ] = 200_000,
+    seed: SeedOpt = 0,
+) -> None:
+    """Curation, balancing, freezing and export of a large round: wall time, peak memory."""
+    from bench.curation import run_curation_benchmark
+
+    typer.echo(run_curation_benchmark(trajectories=trajectories, seed=seed))
+
+
 @bench_app.command("dedup")
 def bench_dedup(
     items: Annotated[int, typer.Option(min=100, help="documents to deduplicate")] = 200_000,

@@ -36,6 +36,7 @@ from contract import (
     Trajectory,
 )
 from storage import carry_over, dataset_diff, datasets, feedback, ingest
+from storage.bulk import gc_paused
 from storage.errors import CatalogError, UnknownIdError
 from storage.feedback import FeedbackSummary
 from storage.ingest import IngestReport
@@ -407,6 +408,34 @@ class Catalog:
             ).fetchall()
         return [(trajectory_id, fingerprint) for trajectory_id, fingerprint in rows]
 
+    def member_tasks(self, trajectory_ids: Sequence[str]) -> list[tuple[str, str, str, str | None]]:
+        """``(task id, split, fingerprint, template)`` of each trajectory's task, in the
+        order given, from the task columns (no spec is parsed); UnknownIdError names the
+        first trajectory the catalog does not hold."""
+        wanted = pa.table(
+            {
+                "position": pa.array(range(len(trajectory_ids)), pa.int64()),
+                "id": pa.array(list(trajectory_ids), pa.string()),
+            }
+        )
+        with self._connect() as con:
+            con.register("_wanted", wanted)
+            try:
+                rows = con.execute(
+                    "SELECT w.id, k.id, k.split, k.fingerprint, k.template FROM _wanted w "
+                    "LEFT JOIN trajectories t ON t.id = w.id "
+                    "LEFT JOIN tasks k ON k.id = t.task_id ORDER BY w.position"
+                ).fetchall()
+            finally:
+                con.unregister("_wanted")
+            missing = next((row[0] for row in rows if row[1] is None), None)
+            if missing is not None:
+                raise UnknownIdError("trajectory", missing, recent_ids(con, "trajectories"))
+        return [
+            (task_id, split, fingerprint, template)
+            for _, task_id, split, fingerprint, template in rows
+        ]
+
     def balance_rows(self, trajectory_ids: Sequence[str]) -> list[dict[str, Any]]:
         """What balancing reads of each trajectory, from columns (no trajectory is
         rebuilt): ``trajectory_id``, ``task_id``, ``split``, ``outcome``, ``recovered``,
@@ -717,26 +746,39 @@ def _load_trajectories(
     )
     if not rows:
         return []
-    steps = dicts(
-        con,
-        f"SELECT s.trajectory_id, {', '.join('s.' + c for c in STEP_COLUMNS)} "
-        f"FROM steps s JOIN trajectories t ON t.id = s.trajectory_id WHERE {where} "
-        "ORDER BY s.trajectory_id, s.idx",
-        params,
+    # Steps and tasks by the ids just found, not by ``where`` again: a semi-join on the
+    # steps table's key instead of a join of two tables.
+    con.register(
+        "_found",
+        pa.table(
+            {
+                "id": pa.array([r["id"] for r in rows], pa.string()),
+                "task_id": pa.array([r["task_id"] for r in rows], pa.string()),
+            }
+        ),
     )
-    specs = con.execute(
-        f"SELECT id, spec FROM tasks WHERE id IN (SELECT t.task_id FROM trajectories t "
-        f"WHERE {where})",
-        list(params),
-    ).fetchall()
-    context = None if verify_ids else {TRUSTED_IDS: True}
-    tasks = {
-        task_id: TaskSpec.model_validate_json(spec, context=context) for task_id, spec in specs
-    }
-    by_trajectory = group_steps(steps)
-    return [
-        rebuild_trajectory(
-            row, tasks[row["task_id"]], by_trajectory.get(row["id"], []), verify_id=verify_ids
+    try:
+        steps = dicts(
+            con,
+            f"SELECT s.trajectory_id, {', '.join('s.' + c for c in STEP_COLUMNS)} "
+            "FROM steps s WHERE s.trajectory_id IN (SELECT id FROM _found) "
+            "ORDER BY s.trajectory_id, s.idx",
+            [],
         )
-        for row in rows
-    ]
+        specs = con.execute(
+            "SELECT id, spec FROM tasks WHERE id IN (SELECT task_id FROM _found)"
+        ).fetchall()
+    finally:
+        con.unregister("_found")
+    context = None if verify_ids else {TRUSTED_IDS: True}
+    with gc_paused():
+        tasks = {
+            task_id: TaskSpec.model_validate_json(spec, context=context) for task_id, spec in specs
+        }
+        by_trajectory = group_steps(steps)
+        return [
+            rebuild_trajectory(
+                row, tasks[row["task_id"]], by_trajectory.get(row["id"], []), verify_id=verify_ids
+            )
+            for row in rows
+        ]

@@ -1,8 +1,8 @@
 """The dataset card of an export (``README.md``): YAML front matter for the Hugging Face
 Hub, composition tables, lineage, the training mask, and how to load the data.
 
-Everything in it comes from the catalog and the exported rows: the same version gives
-the same card, byte for byte.
+Everything in it comes from the catalog and the exported rows, counted while they are
+written (``CardTally``): the same version gives the same card, byte for byte.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from contract import DatasetVersion
@@ -24,34 +25,83 @@ _DATA_FILES = {
 _SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
 
 
+_DIMENSIONS = ("capability", "difficulty", "outcome", "decision", "decided by")
+
+
+@dataclass
+class CardTally:
+    """What the card says of an export's rows, counted row by row as they are written:
+    no row is kept. Feed it every ``sft`` row in order (``add``) and set ``rl_tasks``."""
+
+    sft_rows: int = 0
+    rl_tasks: int = 0
+    weight: float = 0.0
+    """The total sampling weight, summed in row order."""
+    counts: dict[str, Counter[str]] = field(
+        default_factory=lambda: {name: Counter() for name in _DIMENSIONS}
+    )
+    """Per dimension of the composition tables: rows per value."""
+    weights: dict[str, dict[str, float]] = field(
+        default_factory=lambda: {name: {} for name in _DIMENSIONS}
+    )
+    """Per dimension: the weight of the rows per value, summed in row order."""
+    assistant_turns: int = 0
+    trained_turns: int = 0
+    masked_rows: int = 0
+    """Rows with masked steps."""
+    corrected: int = 0
+    """Rows with a corrected answer."""
+
+    @property
+    def masked_turns(self) -> int:
+        return self.assistant_turns - self.trained_turns
+
+    def add(self, row: Mapping[str, Any], assistant: Sequence[bool]) -> None:
+        """Count one ``sft`` row (its ``capabilities``, ``difficulty``, ``outcome``,
+        ``decision``, ``human``, ``weight``, ``masked_steps`` and ``correction``);
+        ``assistant`` has the ``trained`` flag of each of its assistant messages."""
+        self.sft_rows += 1
+        weight = float(row["weight"])
+        self.weight += weight
+        for name in _DIMENSIONS:
+            counts, weights = self.counts[name], self.weights[name]
+            for value in _values(row, name):
+                counts[value] += 1
+                weights[value] = weights.get(value, 0.0) + weight
+        self.assistant_turns += len(assistant)
+        self.trained_turns += sum(bool(flag) for flag in assistant)
+        self.masked_rows += bool(row["masked_steps"])
+        self.corrected += row["correction"] is not None
+
+
 def dataset_card(
     version: DatasetVersion,
     summary: Mapping[str, Any],
-    sft: Sequence[Mapping[str, Any]],
-    rl: Sequence[Mapping[str, Any]],
+    tally: CardTally,
     *,
     fmt: str,
 ) -> str:
-    """The card of ``version`` exported as ``fmt`` with rows ``sft`` and ``rl``;
+    """The card of ``version`` exported as ``fmt``, whose rows ``tally`` counted;
     ``summary`` is ``Catalog.dataset_summary`` of the version."""
+    sft, rl = tally.sft_rows, tally.rl_tasks
     parts = [
-        _front_matter(version, len(sft), fmt),
+        _front_matter(version, sft, fmt),
         f"# Mobile planner dataset {version.id}\n",
         f"A frozen dataset version of the mobile planning agents' data flywheel: "
-        f"**{len(sft)}** trajectories as tool-calling chats for supervised fine-tuning "
-        f"(`sft`), and the **{len(rl)}** tasks they solve as instances for online RL "
+        f"**{sft}** trajectories as tool-calling chats for supervised fine-tuning "
+        f"(`sft`), and the **{rl}** tasks they solve as instances for online RL "
         f"(`rl_tasks`). Every member passed the gate (approved, or corrected by a person); "
         f"none comes from a development (held-out) task.\n",
         "## Lineage\n",
-        _lineage(version, summary, len(sft), len(rl)),
+        _lineage(version, summary, sft, rl),
         "## Composition\n",
         "Counts of `sft` rows, and their share of the total sampling weight. A task counts "
         "under each of its capabilities.\n",
-        _composition(sft),
+        _composition(tally),
         _mix(version),
         "## The training mask\n",
         _MASK_TEXT,
-        _mask_table(sft),
+        _mask_table(tally),
         "## Columns\n",
         _columns(),
         "## Loading\n",
@@ -126,16 +176,11 @@ def _lineage(
     return _table(("", ""), rows)
 
 
-def _composition(sft: Sequence[Mapping[str, Any]]) -> str:
-    total = sum(float(row["weight"]) for row in sft) or 1.0
+def _composition(tally: CardTally) -> str:
+    total = tally.weight or 1.0
     tables = []
-    for name in ("capability", "difficulty", "outcome", "decision", "decided by"):
-        counts: Counter[str] = Counter()
-        weights: dict[str, float] = {}
-        for row in sft:
-            for value in _values(row, name):
-                counts[value] += 1
-                weights[value] = weights.get(value, 0.0) + float(row["weight"])
+    for name in _DIMENSIONS:
+        counts, weights = tally.counts[name], tally.weights[name]
         rows = [(v, counts[v], f"{weights[v] / total:.3f}") for v in sorted(counts)]
         tables.append(_table((name, "trajectories", "weight share"), rows))
     return "\n".join(tables)
@@ -183,19 +228,13 @@ corrected the final answer, the last turn says the correction and is trained.
 """
 
 
-def _mask_table(sft: Sequence[Mapping[str, Any]]) -> str:
-    assistant = trained = 0
-    for row in sft:
-        for message, flag in zip(row["messages"], row["trained"], strict=True):
-            if message["role"] == "assistant":
-                assistant += 1
-                trained += bool(flag)
+def _mask_table(tally: CardTally) -> str:
     rows = [
-        ("assistant turns", assistant),
-        ("trained", trained),
-        ("masked", assistant - trained),
-        ("trajectories with masked turns", sum(bool(row["masked_steps"]) for row in sft)),
-        ("trajectories with a corrected answer", sum(row["correction"] is not None for row in sft)),
+        ("assistant turns", tally.assistant_turns),
+        ("trained", tally.trained_turns),
+        ("masked", tally.masked_turns),
+        ("trajectories with masked turns", tally.masked_rows),
+        ("trajectories with a corrected answer", tally.corrected),
     ]
     return _table(("turns", "count"), rows)
 

@@ -13,25 +13,33 @@ dataset card (``README.md``):
 Messages and tools are ``datasets.Json`` values: each message keeps exactly its own keys
 (Arrow structs would give every message every key, ``None`` where absent, which chat
 templates misread), and tool-call arguments are JSON objects, as chat templates expect.
+
+An export streams: members are loaded, turned into rows and written ``CHUNK`` at a time,
+so its memory is bounded by a chunk, not by the version (hundreds of thousands of
+members); the card counts the rows as they pass (``CardTally``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import datasets
+import numpy as np
 import orjson
 import pyarrow as pa
-from datasets import Dataset, DatasetDict, DatasetInfo, Features, Json, List, Value
-from datasets.table import InMemoryTable
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from datasets import Features, Json, List, Value
+from datasets.arrow_writer import get_parquet_column_options
 
 from agents.policies.base import TaskView
 from agents.policies.chat_format import (
@@ -49,15 +57,17 @@ from contract import (
     InvalidInputError,
     Outcome,
     Split,
-    TaskSpec,
     Trajectory,
+    canonical_json,
+    content_hash,
 )
 from curation.attribution import erroneous_steps
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import split_of
 from envs.sandbox.templates.registry import ALL_TEMPLATES
 from storage import Catalog
-from training.card import CARD_MARK, dataset_card
+from storage.bulk import gc_paused
+from training.card import CARD_MARK, CardTally, dataset_card
 
 ExportFormat = Literal["hf", "parquet"]
 FORMATS: tuple[str, ...] = get_args(ExportFormat)
@@ -66,6 +76,16 @@ RL_TASKS = "rl_tasks"
 CARD = "README.md"
 RECOVERY = "recovery"
 """The outcome of a success that went through an error: a verified recovery."""
+CHUNK = 4_000
+"""Members loaded, turned into rows and written at a time: an export's memory grows with
+the chunk (about 150 KB a member: the loaded trajectories, their rows, the catalog's
+query), not with the version. Each load also costs a scan of the catalog's steps, which
+grows with the catalog: fewer, larger chunks."""
+SHARD_BYTES = 500_000_000
+"""The size at which an ``hf`` split goes on in a new Arrow file: ``save_to_disk``'s
+default ``max_shard_size``."""
+_WORK = ".work"
+"""The staging folder's scratch space (removed before the export is renamed into place)."""
 
 SFT_FEATURES = Features(
     {
@@ -137,12 +157,6 @@ class ExportReport:
         }
 
 
-@dataclass
-class _Rows:
-    sft: list[dict[str, Any]] = field(default_factory=list)
-    rl: list[dict[str, Any]] = field(default_factory=list)
-
-
 def export_dataset(
     catalog: Catalog,
     dataset_id: str,
@@ -152,10 +166,12 @@ def export_dataset(
     overwrite: bool = False,
     push_to_hub: str | None = None,
     tools: ToolSource | None = None,
+    verify: bool = False,
 ) -> ExportReport:
-    """Write dataset version ``dataset_id`` to ``out_dir``: ``hf/`` (``save_to_disk`` of
-    a ``DatasetDict`` with splits ``sft`` and ``rl_tasks``) or ``parquet/sft.parquet``
-    and ``parquet/rl_tasks.parquet``, and the dataset card ``README.md``.
+    """Write dataset version ``dataset_id`` to ``out_dir``: ``hf/`` (a ``DatasetDict``
+    with splits ``sft`` and ``rl_tasks`` as ``save_to_disk`` lays it out, for
+    ``load_from_disk``) or ``parquet/sft.parquet`` and ``parquet/rl_tasks.parquet``, and
+    the dataset card ``README.md``.
 
     The export is built in a folder beside ``out_dir`` and renamed into place: a failure
     leaves nothing half-written. Refused before anything is written: an unknown format
@@ -168,6 +184,9 @@ def export_dataset(
     come from the Hugging Face client's own configuration. Never the default; a failed
     upload raises and leaves the export in place.
     ``tools`` gives the tool specs the policy saw (default: the sandbox's).
+    ``verify`` recomputes every member's content id from its stored rows while loading
+    it (a drifted row is refused); off by default, as freezing the version and ingesting
+    its trajectories checked them already, and it costs a third of the loading.
     """
     if fmt not in FORMATS:
         raise InvalidInputError("format", f"unknown export format {fmt!r}", FORMATS)
@@ -178,42 +197,30 @@ def export_dataset(
     out_dir = Path(out_dir)
     _check_out(out_dir, overwrite)
     version = catalog.get_dataset(dataset_id)
-    trajectories = catalog.trajectories_by_ids([m.trajectory_id for m in version.members])
-    _refuse_development(catalog, version, trajectories)
-    budgets = _budgets(catalog, trajectories)
-    rows = _rows(version, trajectories, budgets, tools or MobileSandbox())
-    card = dataset_card(
-        version,
-        catalog.dataset_summary(dataset_id),
-        rows.sft,
-        rows.rl,
-        fmt=fmt,
-    )
+    _refuse_development(catalog, version)
+    summary = catalog.dataset_summary(dataset_id)
+    rows = _Rows(catalog, version, tools or MobileSandbox(), verify=verify)
     with _staging(out_dir) as staging:
         _write(staging, fmt, rows)
+        card = dataset_card(version, summary, rows.tally, fmt=fmt)
         (staging / CARD).write_text(card, encoding="utf-8")
         files = tuple(sorted(str(p.relative_to(staging)) for p in _files(staging)))
     pushed = None
     if push_to_hub is not None:
         _push(out_dir, push_to_hub, dataset_id)
         pushed = push_to_hub
-    assistant = [
-        flag
-        for row in rows.sft
-        for message, flag in zip(row["messages"], row["trained"], strict=True)
-        if message["role"] == "assistant"
-    ]
+    tally = rows.tally
     return ExportReport(
         dataset_id=dataset_id,
         format=fmt,
         out_dir=out_dir,
         files=files,
-        sft_rows=len(rows.sft),
-        rl_tasks=len(rows.rl),
-        assistant_turns=len(assistant),
-        trained_turns=sum(assistant),
-        masked_turns=len(assistant) - sum(assistant),
-        corrected=sum(row["correction"] is not None for row in rows.sft),
+        sft_rows=tally.sft_rows,
+        rl_tasks=tally.rl_tasks,
+        assistant_turns=tally.assistant_turns,
+        trained_turns=tally.trained_turns,
+        masked_turns=tally.masked_turns,
+        corrected=tally.corrected,
         pushed_to=pushed,
     )
 
@@ -245,95 +252,180 @@ def outcome_of(trajectory: Trajectory) -> str:
 # -- rows --------------------------------------------------------------------------------
 
 
-def _rows(
-    version: DatasetVersion,
-    trajectories: Sequence[Trajectory],
-    budgets: Mapping[str, int],
-    tools: ToolSource,
-) -> _Rows:
-    rows = _Rows()
-    seen: set[str] = set()
-    for member, trajectory in zip(version.members, trajectories, strict=True):
+@dataclass(frozen=True)
+class _Chunk:
+    """The rows of a chunk of members, as Arrow tables: every member's ``sft`` row, and an
+    ``rl_tasks`` row for each task no earlier chunk had, sorted by task id."""
+
+    sft: pa.Table
+    rl: pa.Table
+
+
+class _Rows:
+    """Turns members into rows, chunk by chunk, counting them for the card (``tally``).
+
+    What repeats across rows is computed once: the step budget of each round, and the
+    JSON text of each function offered (``tools``: a task's candidate tools, then the
+    sub-agents and harness functions every task offers).
+    """
+
+    def __init__(
+        self, catalog: Catalog, version: DatasetVersion, tools: ToolSource, *, verify: bool
+    ) -> None:
+        self.catalog = catalog
+        self.version = version
+        self.source = tools
+        self.verify = verify
+        self.tally = CardTally()
+        self._budgets: dict[str | None, int] = {}
+        self._tool_texts: dict[str, str] = {}
+        self._common: list[str] | None = None
+        self._seen: set[str] = set()
+
+    def chunks(self) -> Iterator[_Chunk]:
+        """The rows of the version's members, ``CHUNK`` members at a time, in member order."""
+        members = self.version.members
+        for start in range(0, len(members), CHUNK):
+            part = members[start : start + CHUNK]
+            with gc_paused():
+                trajectories = self.catalog.trajectories_by_ids(
+                    [m.trajectory_id for m in part], verify_ids=self.verify
+                )
+                sft: list[dict[str, Any]] = []
+                rl: list[dict[str, Any]] = []
+                for member, trajectory in zip(part, trajectories, strict=True):
+                    sft.append(self._sft_row(member, trajectory, rl))
+                del trajectories
+                rl.sort(key=lambda row: row["task_id"])
+                chunk = _Chunk(_table(sft, SFT_FEATURES), _table(rl, RL_FEATURES))
+            yield chunk
+
+    def _sft_row(
+        self, member: DatasetMember, trajectory: Trajectory, rl: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """``trajectory``'s ``sft`` row, counted; its task's ``rl_tasks`` row is appended
+        to ``rl`` the first time the task comes."""
         task = trajectory.task
-        max_steps = budgets[trajectory.id]
-        view = task_view(task, tools, max_steps)
+        max_steps = self._budget(trajectory)
+        view = task_view(task, self.source, max_steps)
         masked = loss_masked_steps(trajectory, member)
         conversation = trajectory_conversation(
             trajectory, view, masked_steps=masked, correction=member.correction
         )
         policy = trajectory.metadata.policy
-        rows.sft.append(
-            {
-                "messages": template_messages(conversation.messages),
-                "tools": conversation.tools,
-                "trained": conversation.trained,
-                "weight": member.weight,
-                "trajectory_id": trajectory.id,
-                "task_id": task.id,
-                "fingerprint": task.fingerprint,
-                "capabilities": [c.value for c in task.capabilities],
-                "difficulty": task.difficulty.value,
-                "outcome": outcome_of(trajectory),
-                "decision": member.decision.value,
-                "human": member.human,
-                "masked_steps": list(masked),
-                "correction": member.correction,
-                "policy": f"{policy.name}@{policy.version}",
-            }
-        )
-        if task.id not in seen:
-            seen.add(task.id)
-            rows.rl.append(_rl_row(task, view, max_steps))
-    rows.rl.sort(key=lambda row: row["task_id"])
-    return rows
+        capabilities = [c.value for c in task.capabilities]
+        messages = conversation.messages
+        row = {
+            "messages": _json_texts(template_messages(messages)),
+            "tools": self._tools(view),
+            "trained": conversation.trained,
+            "weight": member.weight,
+            "trajectory_id": trajectory.id,
+            "task_id": task.id,
+            "fingerprint": task.fingerprint,
+            "capabilities": capabilities,
+            "difficulty": task.difficulty.value,
+            "outcome": outcome_of(trajectory),
+            "decision": member.decision.value,
+            "human": member.human,
+            "masked_steps": list(masked),
+            "correction": member.correction,
+            "policy": f"{policy.name}@{policy.version}",
+        }
+        assistant = [
+            flag
+            for message, flag in zip(messages, conversation.trained, strict=True)
+            if message["role"] == "assistant"
+        ]
+        self.tally.add(row, assistant)
+        if task.id not in self._seen:
+            self._seen.add(task.id)
+            self.tally.rl_tasks += 1
+            spec = task.model_dump(mode="json")  # what ``to_json`` dumps: once for both
+            rl.append(
+                {
+                    "task_id": task.id,
+                    "fingerprint": task.fingerprint,
+                    "seed": task.initial_conditions.seed,
+                    "task_spec": canonical_json(spec).decode(),
+                    "verifier": canonical_json(spec["verifier"]).decode(),
+                    "capabilities": capabilities,
+                    "difficulty": row["difficulty"],
+                    "goal": task.goal,
+                    "max_steps": max_steps,
+                    "prompt": _json_texts(opening_messages(view)),
+                    "tools": row["tools"],
+                }
+            )
+        return row
 
+    def _tools(self, view: TaskView) -> list[str]:
+        """``format_tools(view)`` as JSON texts, each function serialized once per export:
+        the task's app tools (by name), then the sub-agents and harness functions, which
+        are the same for every task."""
+        texts = self._tool_texts
+        if self._common is None:
+            common = TaskView(goal="", tools=(), subagents=view.subagents, max_steps=0)
+            self._common = _json_texts(format_tools(common))
+        app = []
+        for spec in view.tools:
+            text = texts.get(spec.name)
+            if text is None:
+                text = texts[spec.name] = orjson.dumps(spec.openai_tool()).decode()
+            app.append(text)
+        return app + self._common
 
-def _rl_row(task: TaskSpec, view: TaskView, max_steps: int) -> dict[str, Any]:
-    return {
-        "task_id": task.id,
-        "fingerprint": task.fingerprint,
-        "seed": task.initial_conditions.seed,
-        "task_spec": task.to_json().decode(),
-        "verifier": task.verifier.to_json().decode(),
-        "capabilities": [c.value for c in task.capabilities],
-        "difficulty": task.difficulty.value,
-        "goal": task.goal,
-        "max_steps": max_steps,
-        "prompt": opening_messages(view),
-        "tools": format_tools(view),
-    }
-
-
-def _budgets(catalog: Catalog, trajectories: Sequence[Trajectory]) -> dict[str, int]:
-    """The step budget each trajectory ran under (its round's ``max_steps``; the runner's
-    default when the round is unknown): the system prompt states it."""
-    rounds: dict[str | None, int] = {}
-    for trajectory in trajectories:
+    def _budget(self, trajectory: Trajectory) -> int:
+        """The step budget ``trajectory`` ran under (its round's ``max_steps``; the
+        runner's default when the round is unknown): the system prompt states it."""
         round_id = trajectory.metadata.round
-        if round_id not in rounds:
-            info = catalog.get_round(round_id) if round_id is not None else None
-            budget = info.config.get("max_steps") if info is not None else None
-            rounds[round_id] = budget if isinstance(budget, int) else DEFAULT_MAX_STEPS
-    return {t.id: rounds[t.metadata.round] for t in trajectories}
+        budget = self._budgets.get(round_id)
+        if budget is None:
+            info = self.catalog.get_round(round_id) if round_id is not None else None
+            found = info.config.get("max_steps") if info is not None else None
+            budget = found if isinstance(found, int) else DEFAULT_MAX_STEPS
+            self._budgets[round_id] = budget
+        return budget
 
 
-def _refuse_development(
-    catalog: Catalog, version: DatasetVersion, trajectories: Sequence[Trajectory]
-) -> None:
-    """Freezing refuses development tasks already; an export checks again, by split, by
-    the catalog's development fingerprints, and by the template's own hold-out rule."""
+def _json_texts(values: Iterable[Any]) -> list[str]:
+    """Each value as JSON text: what a ``datasets.Json`` column holds."""
+    return [orjson.dumps(value).decode() for value in values]
+
+
+def _table(rows: Sequence[dict[str, Any]], features: Features) -> pa.Table:
+    """``rows`` as an Arrow table with ``features``' schema, built column by column (JSON
+    values come serialized: a list of JSON texts per row)."""
+    schema = features.arrow_schema
+    columns = []
+    for name, feature in features.items():
+        values = [row[name] for row in rows]
+        if isinstance(feature, List) and isinstance(feature.feature, Json):
+            columns.append(pa.array(values, pa.list_(pa.string())).cast(schema.field(name).type))
+        else:
+            columns.append(pa.array(values, schema.field(name).type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _refuse_development(catalog: Catalog, version: DatasetVersion) -> None:
+    """Freezing refuses development tasks already; an export checks again, before it
+    writes anything, by split, by the catalog's development fingerprints, and by the
+    template's own hold-out rule. It reads the member tasks' columns in the catalog, not
+    the trajectories."""
     development = catalog.fingerprints(Split.DEV)
     templates = {t.name: t for t in ALL_TEMPLATES}
     found = []
-    for trajectory in trajectories:
-        task = trajectory.task
-        template = templates.get(task.template or "")
+    ids = [m.trajectory_id for m in version.members]
+    for trajectory_id, (task_id, split, fingerprint, template_name) in zip(
+        ids, catalog.member_tasks(ids), strict=True
+    ):
+        template = templates.get(template_name or "")
         if (
-            task.split is Split.DEV
-            or task.fingerprint in development
-            or (template is not None and split_of(template, task.fingerprint) is Split.DEV)
+            split == Split.DEV.value
+            or fingerprint in development
+            or (template is not None and split_of(template, fingerprint) is Split.DEV)
         ):
-            found.append(f"{trajectory.id} (task {task.id})")
+            found.append(f"{trajectory_id} (task {task_id})")
     if found:
         raise InvalidInputError(
             "members",
@@ -401,32 +493,180 @@ def _staging(out_dir: Path) -> Iterator[Path]:
 
 
 def _write(folder: Path, fmt: ExportFormat, rows: _Rows) -> None:
-    with _quiet():
-        sft = _dataset(rows.sft, SFT_FEATURES)
-        rl = _dataset(rows.rl, RL_FEATURES)
-        if fmt == "hf":
-            DatasetDict({SFT: sft, RL_TASKS: rl}).save_to_disk(str(folder / "hf"))
-            return
+    """Write the rows as ``fmt`` into ``folder``, a chunk at a time, each split straight
+    into its final files. ``rl_tasks`` rows come in member order: they wait in a scratch
+    file until the last chunk, and are then written sorted by task id."""
+    work = folder / _WORK
+    work.mkdir()
+    scratch = work / f"{RL_TASKS}.arrow"
+    with _quiet(), ExitStack() as stack:
+        sft, rl = _sinks(stack, folder, fmt, rows.version)
+        with _arrow_stream(scratch, RL_FEATURES) as unsorted:
+            for chunk in rows.chunks():
+                sft.write_table(chunk.sft)
+                unsorted.write_table(chunk.rl)
+        for part in _by_task_id(scratch):
+            rl.write_table(part)
+    shutil.rmtree(work)
+
+
+def _sinks(
+    stack: ExitStack, folder: Path, fmt: ExportFormat, version: DatasetVersion
+) -> tuple[_Sink, _Sink]:
+    """The writers of the ``sft`` and ``rl_tasks`` splits, closed by ``stack``."""
+    if fmt == "parquet":
         (folder / "parquet").mkdir()
-        sft.to_parquet(str(folder / "parquet" / f"{SFT}.parquet"))
-        rl.to_parquet(str(folder / "parquet" / f"{RL_TASKS}.parquet"))
+        return (
+            stack.enter_context(_parquet(folder / "parquet" / f"{SFT}.parquet", SFT_FEATURES)),
+            stack.enter_context(_parquet(folder / "parquet" / f"{RL_TASKS}.parquet", RL_FEATURES)),
+        )
+    saved = folder / "hf"
+    saved.mkdir()
+    (saved / "dataset_dict.json").write_text(json.dumps({"splits": [SFT, RL_TASKS]}))
+    return (
+        stack.enter_context(_saved_split(saved / SFT, SFT_FEATURES, _fingerprint(version, SFT))),
+        stack.enter_context(
+            _saved_split(saved / RL_TASKS, RL_FEATURES, _fingerprint(version, RL_TASKS))
+        ),
+    )
 
 
-def _dataset(rows: Sequence[Mapping[str, Any]], features: Features) -> Dataset:
-    """``rows`` as a dataset with ``features``, built column by column in Arrow: JSON
-    values are serialized once here (``Dataset.from_list`` would encode them one by one
-    through Python, several times slower)."""
+class _Sink(Protocol):
+    """Where a split's rows go, a table at a time."""
+
+    def write_table(self, table: pa.Table) -> None: ...
+
+
+@contextmanager
+def _arrow_stream(path: Path, features: Features) -> Iterator[pa.ipc.RecordBatchStreamWriter]:
+    """An Arrow stream file with ``features``' schema: what ``save_to_disk`` writes and
+    ``Dataset.from_file`` reads."""
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, features.arrow_schema) as w:
+        yield w
+
+
+class _SplitShards:
+    """Arrow stream files of about ``SHARD_BYTES``, opened as rows come."""
+
+    def __init__(self, folder: Path, features: Features) -> None:
+        self.folder = folder
+        self.schema = features.arrow_schema
+        self.paths: list[Path] = []
+        self._file: pa.OSFile | None = None
+        self._writer: pa.ipc.RecordBatchStreamWriter | None = None
+        self._bytes = 0
+
+    def write_table(self, table: pa.Table) -> None:
+        if self._writer is None or self._bytes >= SHARD_BYTES:
+            self._next()
+        assert self._writer is not None
+        self._writer.write_table(table)
+        self._bytes += table.nbytes
+
+    def _next(self) -> None:
+        self.close()
+        path = self.folder / f"shard-{len(self.paths):05d}.arrow"
+        self.paths.append(path)
+        self._file = pa.OSFile(str(path), "wb")
+        self._writer = pa.ipc.new_stream(self._file, self.schema)
+        self._bytes = 0
+
+    def close(self) -> None:
+        if self._writer is not None and self._file is not None:
+            self._writer.close()
+            self._file.close()
+        self._writer = self._file = None
+
+
+@contextmanager
+def _saved_split(folder: Path, features: Features, fingerprint: str) -> Iterator[_SplitShards]:
+    """One split of a ``DatasetDict.save_to_disk`` folder, written as its rows come: the
+    Arrow files ``data-00000-of-00002.arrow`` ..., and ``dataset_info.json`` (the features)
+    and ``state.json`` (the files, the fingerprint) as ``Dataset.save_to_disk`` writes
+    them, which ``load_from_disk`` reads (``datasets`` 5)."""
+    folder.mkdir()
+    shards = _SplitShards(folder, features)
+    try:
+        yield shards
+        if not shards.paths:  # no rows: one file with the schema alone
+            shards.write_table(features.arrow_schema.empty_table())
+    finally:
+        shards.close()
+    count = len(shards.paths)
+    names = [f"data-{i:05d}-of-{count:05d}.arrow" for i in range(count)]
+    for path, name in zip(shards.paths, names, strict=True):
+        path.rename(folder / name)
+    state: dict[str, Any] = {
+        "_data_files": [{"filename": name} for name in names],
+        "_fingerprint": fingerprint,
+        "_format_columns": None,
+        "_format_kwargs": {},
+        "_format_type": None,
+        "_output_all_columns": False,
+        "_split": None,
+    }
+    (folder / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True))
+    info = {"citation": "", "description": "", "features": features.to_dict()}
+    info |= {"homepage": "", "license": ""}
+    (folder / "dataset_info.json").write_text(json.dumps(info, indent=2))
+
+
+def _fingerprint(version: DatasetVersion, split: str) -> str:
+    """The ``datasets`` fingerprint of a split: the same version gives the same rows, and
+    the same fingerprint (16 hex digits, as ``datasets`` makes them)."""
+    return content_hash({"dataset": version.id, "split": split}, 16)
+
+
+@contextmanager
+def _parquet(path: Path, features: Features) -> Iterator[pq.ParquetWriter]:
+    """A Parquet file written as ``Dataset.to_parquet`` writes one: the features in the
+    schema's metadata (``load_dataset`` restores the JSON columns from them), and the same
+    per-column options, page index and content-defined chunking."""
     schema = features.arrow_schema
-    columns = {}
-    for name, feature in features.items():
-        values = [row[name] for row in rows]
-        if isinstance(feature, List) and isinstance(feature.feature, Json):
-            text = [[orjson.dumps(item).decode() for item in items] for items in values]
-            columns[name] = pa.array(text, pa.list_(pa.string())).cast(pa.list_(pa.json_()))
-        else:
-            columns[name] = pa.array(values, schema.field(name).type)
-    table = InMemoryTable(pa.table(columns))
-    return Dataset(table, info=DatasetInfo(features=features))
+    cdc = datasets.config.DEFAULT_CDC_OPTIONS
+    writer = pq.ParquetWriter(
+        str(path),
+        schema=schema,
+        use_content_defined_chunking=cdc,
+        write_page_index=True,
+        **get_parquet_column_options(features, schema),
+    )
+    try:
+        yield writer
+        writer.add_key_value_metadata({"content_defined_chunking": json.dumps(cdc)})
+    finally:
+        writer.close()
+
+
+def _by_task_id(path: Path) -> Iterator[pa.Table]:
+    """The rows of the Arrow stream file ``path``, whose record batches are each sorted
+    by ``task_id`` (ids unique across batches), merged into ``task_id`` order, ``CHUNK``
+    rows at a time.
+
+    A part's rows from one batch are a contiguous slice of it: a part reads each batch's
+    pages in order and once, never the whole file (a take over all the batches would
+    first concatenate them in memory). The file is mapped afresh for each part, so the
+    pages a part touched are unmapped once it is copied out.
+    """
+    with pa.memory_map(str(path)) as source:
+        table = pa.ipc.open_stream(source).read_all()
+        order = pc.sort_indices(table.column("task_id")).to_numpy().astype(np.int64)
+        starts = np.cumsum([0, *(len(batch) for batch in table.to_batches())])
+        del table
+    for start in range(0, len(order), CHUNK):
+        rows = order[start : start + CHUNK]
+        batch_of = np.searchsorted(starts, rows, side="right") - 1
+        with pa.memory_map(str(path)) as source:
+            batches = pa.ipc.open_stream(source).read_all().to_batches()
+            pieces = []
+            for b in np.unique(batch_of):
+                local = rows[batch_of == b] - starts[b]
+                assert local[-1] - local[0] == len(local) - 1, "a batch was not sorted"
+                pieces.append(batches[b].slice(local[0], len(local)))
+            part = pa.Table.from_batches(pieces, batches[0].schema).combine_chunks()
+            del batches, pieces
+        # the part holds the rows batch by batch; put them back in task id order
+        yield part.take(pa.array(np.argsort(np.argsort(batch_of, kind="stable"))))
 
 
 @contextmanager

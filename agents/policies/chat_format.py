@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -204,8 +205,8 @@ def format_tools(view: TaskView) -> list[dict[str, Any]]:
     tools = [spec.openai_tool() for spec in view.tools]
     tools += [subagent_tool(s.name, s.description, s.parameters) for s in view.subagents]
     tools += _harness_tools()
-    names = [t["function"]["name"] for t in tools]
-    clashes = sorted({n for n in names if names.count(n) > 1})
+    names = Counter(t["function"]["name"] for t in tools)
+    clashes = sorted(n for n, count in names.items() if count > 1)
     if clashes:
         raise InvalidInputError("tools", f"function names collide: {', '.join(clashes)}")
     return tools

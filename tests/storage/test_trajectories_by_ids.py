@@ -76,3 +76,17 @@ def test_trajectory_fingerprints_pair_every_trajectory_of_the_round_with_its_tas
 
     assert ingested.trajectory_fingerprints(ROUND) == expected
     assert ingested.trajectory_fingerprints("round-none") == []
+
+
+def test_member_tasks_read_each_trajectorys_task_columns_in_order(
+    ingested: Catalog, round_trajectories: list[Trajectory]
+) -> None:
+    wanted = [round_trajectories[2], round_trajectories[0], round_trajectories[2]]
+
+    found = ingested.member_tasks([t.id for t in wanted])
+
+    assert found == [
+        (t.task.id, t.task.split.value, t.task.fingerprint, t.task.template) for t in wanted
+    ]
+    with pytest.raises(UnknownIdError, match="traj-nope"):
+        ingested.member_tasks([round_trajectories[0].id, "traj-nope"])

@@ -16,13 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import pyarrow.parquet as pq
 import pytest
 import yaml  # type: ignore[import-untyped]
 from trl.data_utils import is_conversational
 
 import storage.datasets
 import training.export
-from agents.policies.chat_format import opening_messages, task_view, template_messages
+from agents.policies.chat_format import (
+    format_tools,
+    opening_messages,
+    task_view,
+    template_messages,
+)
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
 from contract import (
@@ -51,7 +57,7 @@ from envs.sandbox.templates.catalog import (
 from storage import Catalog, UnknownIdError
 from tests.agents.test_chat_format import MAX_STEPS, messy_replies, run_openai
 from tests.storage.builders import write_shards
-from training.export import ExportReport, export_dataset, loss_masked_steps
+from training.export import ExportFormat, ExportReport, export_dataset, loss_masked_steps
 
 ROUND = "round-export"
 LLM_ROUND = "round-llm"
@@ -346,6 +352,62 @@ def test_rl_tasks_rebuild_specs_whose_reference_passes_on_a_fresh_sandbox(
         assert "reference_plan" not in json.dumps(row["prompt"]) + json.dumps(row["tools"])
 
 
+def test_tools_are_the_functions_the_policy_was_offered(
+    frozen: Frozen, hf_export: ExportReport, rows: dict[str, dict[str, Any]]
+) -> None:
+    rl = {
+        row["task_id"]: row
+        for row in datasets.load_from_disk(str(hf_export.out_dir / "hf"))["rl_tasks"]
+    }
+    for trajectory_id, row in rows.items():
+        task = frozen.trajectories[trajectory_id].task
+        offered = format_tools(task_view(task, MobileSandbox(), rl[task.id]["max_steps"]))
+        assert row["tools"] == offered
+        assert rl[task.id]["tools"] == offered
+
+
+# -- streaming ---------------------------------------------------------------------------
+
+
+def _export_of(path: Path) -> dict[str, Any]:
+    """What an export wrote: each split's features and rows, and the card."""
+    if (path / "hf").exists():
+        loaded = datasets.load_from_disk(str(path / "hf"))
+        splits = {name: (loaded[name].features, list(loaded[name])) for name in loaded}
+    else:
+        splits = {
+            name: pq.read_table(path / "parquet" / f"{name}.parquet")
+            for name in ("sft", "rl_tasks")
+        }
+    return {"splits": splits, "card": (path / "README.md").read_text()}
+
+
+@pytest.mark.parametrize("fmt", ["hf", "parquet"])
+def test_an_export_in_chunks_is_the_export_in_one(
+    frozen: Frozen, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: ExportFormat
+) -> None:
+    """Members are loaded, turned into rows and written a chunk at a time, and the hf
+    splits go on in new Arrow files past a size: where chunks and files end changes
+    nothing in the rows, the card or the report."""
+    assert len(frozen.version.members) < training.export.CHUNK
+    whole = export_dataset(frozen.catalog, frozen.version.id, tmp_path / "one", fmt)
+    monkeypatch.setattr(training.export, "CHUNK", 4)
+    monkeypatch.setattr(training.export, "SHARD_BYTES", 50_000)
+    chunked = export_dataset(frozen.catalog, frozen.version.id, tmp_path / "many", fmt, verify=True)
+    assert _export_of(chunked.out_dir) == _export_of(whole.out_dir)
+    assert {**chunked.to_json(), "out": None, "files": None} == {
+        **whole.to_json(),
+        "out": None,
+        "files": None,
+    }
+    if fmt == "hf":
+        assert len([f for f in chunked.files if f.startswith("hf/sft/data-")]) > 1
+        assert [f for f in whole.files if f.startswith("hf/sft/data-")] == [
+            "hf/sft/data-00000-of-00001.arrow"
+        ]
+    assert not any(".work" in name for name in chunked.files)
+
+
 # -- parquet, the card, a chat template ---------------------------------------------------
 
 
@@ -519,9 +581,44 @@ def test_a_development_task_member_is_refused(
     monkeypatch.setattr(storage.datasets, "_check_members", lambda con: None)  # a bug, say
     assert catalog.freeze_dataset(version)
 
+    def no_loading(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the check reads the catalog's task columns, not trajectories")
+
+    monkeypatch.setattr(Catalog, "trajectories_by_ids", no_loading)
     with pytest.raises(InvalidInputError, match="development tasks") as caught:
         export_dataset(catalog, version.id, tmp_path / "out")
     assert caught.value.field == "members"
+    assert _leftovers(tmp_path) == ["shards", "state"]
+
+
+def test_a_task_the_templates_hold_out_is_refused_whatever_its_label(
+    tmp_path: Path, sandbox: MobileSandbox
+) -> None:
+    """A development task relabeled "train" passes freezing (it checks the stored split and
+    the development fingerprints, and the catalog holds neither): the export still refuses
+    it, by the template's own hold-out rule."""
+    (held_out,) = sample_tasks(1, 5, sandbox, split=Split.DEV)
+    task = TaskSpec.model_validate(
+        held_out.model_dump(mode="json", exclude={"id"}) | {"split": "train"}
+    )
+    trajectory = run_episode(task, sandbox, ScriptedPolicy(), round_id=ROUND)
+    write_shards([trajectory], tmp_path / "shards")
+    catalog = Catalog.open(tmp_path / "state" / "catalog.duckdb")
+    catalog.ingest_shards([tmp_path / "shards"])
+    members = (DatasetMember(trajectory_id=trajectory.id, task_id=task.id, weight=1.0),)
+    version = DatasetVersion(
+        round_id=ROUND,
+        parent=None,
+        content_hash=dataset_content_hash(members),
+        members=members,
+        target=MixTarget(),
+        achieved={},
+        policies=("scripted@1",),
+        human_reviewed=0,
+    )
+    assert catalog.freeze_dataset(version)
+    with pytest.raises(InvalidInputError, match=f"development tasks.*{task.id}"):
+        export_dataset(catalog, version.id, tmp_path / "out", "parquet")
     assert _leftovers(tmp_path) == ["shards", "state"]
 
 
@@ -544,7 +641,7 @@ def test_the_command_exports_and_prints_what_it_wrote(frozen: Frozen, tmp_path: 
             check=False,
         )
 
-    done = flywheel("--format", "parquet", "--json")
+    done = flywheel("--format", "parquet", "--json", "--verify")
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
     assert printed["dataset_id"] == frozen.version.id

@@ -1,0 +1,201 @@
+"""Curation, balancing and export of a round at scale: wall time and peak memory.
+
+**Data.** ``bench.synthetic.synthetic_round``: by default 200,000 trajectories (about a
+million steps) derived from real scripted sandbox episodes, in a real DuckDB catalog as a
+round's collect and ingest stages leave it. Building it is set-up, timed apart.
+
+**Work.** The stages a round runs after ingest, with the round's own functions, in a new
+process (so set-up's memory is not counted):
+
+1. curate: ``flows.curation_stage.curate_round``: fingerprint partitions, loaded from
+   the catalog and curated in worker processes (one per core), records stored;
+2. gate: the automatic gate's reviews (each item's suggested decision), stored;
+3. balance: ``flows.round_stages.propose_dataset``: candidates read from the catalog's
+   columns, weights raked towards the default target mix;
+4. freeze: the automatic approval and the frozen version, stored;
+5. export: ``training.export.export_dataset`` as Hugging Face ``datasets`` (``hf``),
+   then again as Parquet.
+
+**Figures.** Wall time of each stage (``perf_counter``), items per second, and the peak
+resident memory of the process and its workers together: the sum of ``VmRSS`` over the
+process tree, sampled every 20 ms by a thread. The aim for stages 1-5 (one export
+format, ``hf``) is under 60 s and 4 GB on 2 cores. Figures, never pass or fail.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from bench.synthetic import DEFAULT_TRAJECTORIES, SyntheticRound, synthetic_round
+from curation.balance import default_target
+from flows.approval import automatic_approval
+from flows.curation_stage import curate_round
+from flows.round_stages import decide_dataset, propose_dataset
+from flows.settings import CurationSettings, catalog_path
+from human_gate.auto import review_of_curation
+from storage import Catalog
+from training.export import ExportFormat, ExportReport, export_dataset
+
+FORMATS: tuple[ExportFormat, ...] = ("hf", "parquet")
+
+ROUND = "round-bench"
+AIM_S = 60.0
+AIM_BYTES = 4 * 2**30
+SAMPLE_S = 0.02
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One timed stage: its wall time, how many items it handled, and the peak memory
+    of the process tree while it ran."""
+
+    name: str
+    seconds: float
+    items: int
+    unit: str
+    peak_bytes: int
+
+
+def run_curation_benchmark(trajectories: int = DEFAULT_TRAJECTORIES, seed: int = 0) -> str:
+    """Build the round, run the stages in a new process, and return the figures."""
+    with tempfile.TemporaryDirectory(prefix="flywheel-bench-curation-") as tmp:
+        home = Path(tmp) / "home"
+        home.mkdir()
+        data = synthetic_round(catalog_path(home), ROUND, trajectories, seed, Path(tmp) / "work")
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(1) as pool:
+            stages = pool.apply(run_stages, (home, Path(tmp) / "export"))
+    return report(data, stages)
+
+
+def run_stages(home: Path, out: Path) -> list[Stage]:
+    """Curate, gate, balance, freeze and export the round in ``home``, timed."""
+    stages: list[Stage] = []
+    with _peak_memory() as peak:
+
+        def timed(name: str, unit: str, count: Callable[[T], int], fn: Callable[[], T]) -> T:
+            peak.reset()
+            started = time.perf_counter()
+            result = fn()
+            seconds = time.perf_counter() - started
+            stages.append(Stage(name, seconds, count(result), unit, peak.value))
+            return result
+
+        settings = CurationSettings()
+        records = timed("curate", "trajectories", len, lambda: curate_round(home, ROUND, settings))
+
+        def gate() -> list[str]:
+            reviews = [review_of_curation(ROUND, r) for r in records if r.kept]
+            with Catalog.open(catalog_path(home)) as catalog:
+                catalog.add_reviews(reviews)
+            return [r.trajectory_id for r in reviews]
+
+        kept = timed("gate (automatic)", "reviews", len, gate)
+
+        def balance() -> object:
+            with Catalog.open(catalog_path(home), read_only=True) as catalog:
+                reviews = catalog.reviews_of_round(ROUND)
+            return propose_dataset(home, ROUND, kept, reviews, default_target())
+
+        proposal = timed("balance", "candidates", lambda _: len(kept), balance)
+        if proposal is None:
+            raise RuntimeError("nothing was approved: no dataset to freeze and export")
+        version = proposal.version  # type: ignore[attr-defined]
+        timed(
+            "freeze",
+            "members",
+            lambda _: len(version.members),
+            lambda: decide_dataset(home, version, automatic_approval(version, None)),
+        )
+        for fmt in FORMATS:
+
+            def export(fmt: ExportFormat = fmt) -> ExportReport:
+                with Catalog.open(catalog_path(home), read_only=True) as catalog:
+                    return export_dataset(catalog, version.id, out / fmt, fmt)
+
+            timed(f"export ({fmt})", "members", lambda r: r.sft_rows, export)
+    return stages
+
+
+def report(data: SyntheticRound, stages: list[Stage]) -> str:
+    """The figures as text."""
+    pipeline = [s for s in stages if s.name != "export (parquet)"]
+    total = sum(s.seconds for s in pipeline)
+    peak = max(s.peak_bytes for s in pipeline)
+    lines = [
+        f"curation benchmark: {data.trajectories:,} trajectories, {data.steps:,} steps, "
+        f"{data.tasks:,} tasks (seed {data.seed}); {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}",
+        f"  set-up (untimed): generate {data.generate_s:.1f} s, write shards "
+        f"{data.write_s:.1f} s, ingest {data.ingest_s:.1f} s",
+    ]
+    for s in stages:
+        rate = s.items / s.seconds if s.seconds > 0 else float("inf")
+        lines.append(
+            f"  {s.name:18s}{s.seconds:9.2f} s {rate:12,.0f} {s.unit}/s   "
+            f"peak {s.peak_bytes / 2**30:5.2f} GB"
+        )
+    lines += [
+        f"  curate → export (hf): {total:.1f} s, peak {peak / 2**30:.2f} GB; "
+        f"aim {AIM_S:.0f} s and {AIM_BYTES / 2**30:.0f} GB: "
+        f"{total / AIM_S:.2f}x the time, {peak / AIM_BYTES:.2f}x the memory",
+        f"  ({data.trajectories / total:,.0f} trajectories/s end to end; "
+        "peak = resident memory of the process and its curation workers together)",
+    ]
+    return "\n".join(lines)
+
+
+class _Peak:
+    """The largest process-tree RSS seen since the last ``reset``."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def reset(self) -> None:
+        self.value = tree_rss(os.getpid())
+
+
+@contextmanager
+def _peak_memory() -> Iterator[_Peak]:
+    peak = _Peak()
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(SAMPLE_S):
+            peak.value = max(peak.value, tree_rss(os.getpid()))
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        thread.join()
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and its descendants (Linux ``/proc``); 0 for a process
+    that has gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        children = [
+            int(child)
+            for task in Path(f"/proc/{pid}/task").iterdir()
+            for child in (task / "children").read_text().split()
+        ]
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+    rss = next((line for line in status.splitlines() if line.startswith("VmRSS:")), None)
+    own = int(rss.split()[1]) * 1024 if rss is not None else 0
+    return own + sum(tree_rss(child) for child in children)
