@@ -29,9 +29,11 @@ import os
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TypeVar
 
@@ -73,10 +75,35 @@ def run_curation_benchmark(trajectories: int = DEFAULT_TRAJECTORIES, seed: int =
         home = Path(tmp) / "home"
         home.mkdir()
         data = synthetic_round(catalog_path(home), ROUND, trajectories, seed, Path(tmp) / "work")
-        context = multiprocessing.get_context("spawn")
-        with context.Pool(1) as pool:
-            stages = pool.apply(run_stages, (home, Path(tmp) / "export"))
+        stages = _in_new_process(home, Path(tmp) / "export")
     return report(data, stages)
+
+
+def _in_new_process(home: Path, out: Path) -> list[Stage]:
+    """``run_stages`` in a new (non-daemonic: it starts curation workers) process."""
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_run_and_send, args=(home, out, send))
+    child.start()
+    send.close()
+    try:
+        result: list[Stage] | str = receive.recv()
+    except EOFError:
+        child.join()
+        result = f"the benchmark process died (exit code {child.exitcode})"
+    child.join()
+    if isinstance(result, str):
+        raise RuntimeError(result)
+    return result
+
+
+def _run_and_send(home: Path, out: Path, send: Connection) -> None:
+    try:
+        send.send(run_stages(home, out))
+    except Exception:
+        send.send(traceback.format_exc())
+    finally:
+        send.close()
 
 
 def run_stages(home: Path, out: Path) -> list[Stage]:
