@@ -22,8 +22,12 @@ def fingerprint_partitions(
 ) -> list[list[str]]:
     """Trajectory ids of ``(trajectory id, fingerprint)`` pairs in partitions of about
     ``size`` (one fingerprint's trajectories are never split, so a partition passes
-    ``size`` when its last fingerprint does); ids sorted within each, the same partitions
-    for the same pairs whatever their order."""
+    ``size`` when its last fingerprint does), ids sorted within each.
+
+    Fingerprints are taken in the order they first appear: given the pairs in storage
+    order (``Catalog.trajectory_fingerprints``), a partition reads neighbouring rows,
+    not rows scattered over the whole round.
+    """
     if size < 1:
         raise InvalidInputError("partition_size", f"{size} is below 1")
     groups: dict[str, set[str]] = {}
@@ -31,8 +35,8 @@ def fingerprint_partitions(
         groups.setdefault(fingerprint, set()).add(trajectory_id)
     partitions: list[list[str]] = []
     current: list[str] = []
-    for fingerprint in sorted(groups):
-        current += groups[fingerprint]
+    for members in groups.values():
+        current += members
         if len(current) >= size:
             partitions.append(sorted(current))
             current = []

@@ -399,11 +399,12 @@ class Catalog:
         return [found[i] for i in trajectory_ids]
 
     def trajectory_fingerprints(self, round_id: str) -> list[tuple[str, str]]:
-        """``(trajectory id, task fingerprint)`` of every trajectory of a round, by id."""
+        """``(trajectory id, task fingerprint)`` of every trajectory of a round, in
+        storage order (the order shards were ingested)."""
         with self._connect() as con:
             rows = con.execute(
                 "SELECT t.id, k.fingerprint FROM trajectories t JOIN tasks k ON k.id = t.task_id "
-                "WHERE t.round_id = ? ORDER BY t.id",
+                "WHERE t.round_id = ? ORDER BY t.rowid",
                 [round_id],
             ).fetchall()
         return [(trajectory_id, fingerprint) for trajectory_id, fingerprint in rows]

@@ -72,9 +72,12 @@ def test_balance_rows_give_what_balancing_reads_of_each_trajectory(
 def test_trajectory_fingerprints_pair_every_trajectory_of_the_round_with_its_task(
     ingested: Catalog, round_trajectories: list[Trajectory]
 ) -> None:
-    expected = sorted({(t.id, t.task.fingerprint) for t in round_trajectories})
+    expected = {(t.id, t.task.fingerprint) for t in round_trajectories}
 
-    assert ingested.trajectory_fingerprints(ROUND) == expected
+    pairs = ingested.trajectory_fingerprints(ROUND)
+
+    assert sorted(pairs) == sorted(expected)
+    assert len(pairs) == len(expected)
     assert ingested.trajectory_fingerprints("round-none") == []
 
 
