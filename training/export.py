@@ -22,12 +22,17 @@ members); the card counts the rows as they pass (``CardTally``).
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import pickle
 import re
 import shutil
+import traceback
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections import deque
+from collections.abc import Container, Generator, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
@@ -167,6 +172,7 @@ def export_dataset(
     push_to_hub: str | None = None,
     tools: ToolSource | None = None,
     verify: bool = False,
+    workers: int = 0,
 ) -> ExportReport:
     """Write dataset version ``dataset_id`` to ``out_dir``: ``hf/`` (a ``DatasetDict``
     with splits ``sft`` and ``rl_tasks`` as ``save_to_disk`` lays it out, for
@@ -187,6 +193,13 @@ def export_dataset(
     ``verify`` recomputes every member's content id from its stored rows while loading
     it (a drifted row is refused); off by default, as freezing the version and ingesting
     its trajectories checked them already, and it costs a third of the loading.
+    ``workers`` processes load members and build rows, ``CHUNK`` members at a time, while
+    this one writes them, in member order (0: one per CPU, at most 8): the rows and the
+    card are the same as from one process. One process does it all when ``workers`` is 1,
+    when the version is a single chunk (starting a worker costs seconds of imports), or
+    when ``tools`` is given (a worker uses the sandbox's tools). Workers are started with
+    ``spawn`` (safe in a process with threads), open the catalog read-only, and are gone
+    when the export returns or raises; an exception of a worker is raised here as itself.
     """
     if fmt not in FORMATS:
         raise InvalidInputError("format", f"unknown export format {fmt!r}", FORMATS)
@@ -199,7 +212,9 @@ def export_dataset(
     version = catalog.get_dataset(dataset_id)
     _refuse_development(catalog, version)
     summary = catalog.dataset_summary(dataset_id)
-    rows = _Rows(catalog, version, tools or MobileSandbox(), verify=verify)
+    if workers <= 0:
+        workers = min(os.cpu_count() or 1, 8)
+    rows = _Rows(catalog, version, tools, verify=verify, workers=workers)
     with _staging(out_dir) as staging:
         _write(staging, fmt, rows)
         card = dataset_card(version, summary, rows.tally, fmt=fmt)
@@ -261,50 +276,138 @@ class _Chunk:
     rl: pa.Table
 
 
+@dataclass(frozen=True)
+class _Built:
+    """A chunk as ``_Builder`` makes it, wherever it runs: the ``sft`` rows, an ``rl_tasks``
+    row for each task the chunk has first (sorted by task id; a worker does not know what
+    earlier chunks had), and what the card counts of each ``sft`` row, in member order."""
+
+    sft: pa.Table
+    rl: pa.Table
+    counted: list[tuple[dict[str, Any], list[bool]]]
+    """Per ``sft`` row: its fields ``CardTally.add`` reads, and its assistant flags."""
+
+
+_COUNTED: tuple[str, ...] = ("capabilities", "difficulty", "outcome", "decision", "human")
+_COUNTED += ("weight", "masked_steps", "correction")
+"""The fields of an ``sft`` row that ``CardTally.add`` reads."""
+
+
 class _Rows:
-    """Turns members into rows, chunk by chunk, counting them for the card (``tally``).
+    """The version's rows, chunk by chunk in member order, counted for the card (``tally``):
+    built here, or by ``workers`` processes when there are several chunks and the tools
+    are the sandbox's (``tools`` None)."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        version: DatasetVersion,
+        tools: ToolSource | None,
+        *,
+        verify: bool,
+        workers: int,
+    ) -> None:
+        self.catalog = catalog
+        self.version = version
+        self.tools = tools
+        self.verify = verify
+        self.workers = workers
+        self.tally = CardTally()
+        self._seen: set[str] = set()
+
+    def chunks(self) -> Generator[_Chunk]:
+        """The rows of the version's members, ``CHUNK`` members at a time, in member order."""
+        members = self.version.members
+        parts = [members[start : start + CHUNK] for start in range(0, len(members), CHUNK)]
+        workers = min(self.workers, len(parts))
+        if workers <= 1 or self.tools is not None:
+            builder = _Builder(self.catalog, self.tools or MobileSandbox(), verify=self.verify)
+            for part in parts:
+                yield self._accept(builder.build(part, skip=self._seen))
+            return
+        path, wait_s = str(self.catalog.path), self.catalog.lock_wait_s
+        context = multiprocessing.get_context("spawn")  # the caller may have threads
+        executor = ProcessPoolExecutor(workers, mp_context=context)
+        try:
+            queue = iter(parts)
+            pending: deque[Future[_Built | _Raised]] = deque()
+
+            def submit() -> None:
+                part = next(queue, None)
+                if part is not None:
+                    pending.append(
+                        executor.submit(_build_in_worker, path, wait_s, part, self.verify)
+                    )
+
+            for _ in range(2 * workers):  # two chunks a worker in flight: memory stays bounded
+                submit()
+            while pending:
+                built = pending.popleft().result()
+                submit()
+                if isinstance(built, _Raised):
+                    raise built.exception()
+                yield self._accept(built)
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+    def _accept(self, built: _Built) -> _Chunk:
+        """``built``, counted, less the ``rl_tasks`` rows of tasks earlier chunks had."""
+        for row, assistant in built.counted:
+            self.tally.add(row, assistant)
+        rl = built.rl
+        ids = rl.column("task_id").to_pylist()
+        new = [task_id not in self._seen for task_id in ids]
+        if not all(new):
+            rl = rl.filter(pa.array(new, pa.bool_()))
+        self._seen.update(ids)
+        self.tally.rl_tasks += sum(new)
+        return _Chunk(built.sft, rl)
+
+
+class _Builder:
+    """Turns members into rows, a chunk at a time (``build``).
 
     What repeats across rows is computed once: the step budget of each round, and the
     JSON text of each function offered (``tools``: a task's candidate tools, then the
     sub-agents and harness functions every task offers).
     """
 
-    def __init__(
-        self, catalog: Catalog, version: DatasetVersion, tools: ToolSource, *, verify: bool
-    ) -> None:
+    def __init__(self, catalog: Catalog, tools: ToolSource, *, verify: bool) -> None:
         self.catalog = catalog
-        self.version = version
         self.source = tools
         self.verify = verify
-        self.tally = CardTally()
         self._budgets: dict[str | None, int] = {}
         self._tool_texts: dict[str, str] = {}
         self._common: list[str] | None = None
-        self._seen: set[str] = set()
 
-    def chunks(self) -> Iterator[_Chunk]:
-        """The rows of the version's members, ``CHUNK`` members at a time, in member order."""
-        members = self.version.members
-        for start in range(0, len(members), CHUNK):
-            part = members[start : start + CHUNK]
-            with gc_paused():
-                trajectories = self.catalog.trajectories_by_ids(
-                    [m.trajectory_id for m in part], verify_ids=self.verify
-                )
-                sft: list[dict[str, Any]] = []
-                rl: list[dict[str, Any]] = []
-                for member, trajectory in zip(part, trajectories, strict=True):
-                    sft.append(self._sft_row(member, trajectory, rl))
-                del trajectories
-                rl.sort(key=lambda row: row["task_id"])
-                chunk = _Chunk(_table(sft, SFT_FEATURES), _table(rl, RL_FEATURES))
-            yield chunk
+    def build(self, part: Sequence[DatasetMember], *, skip: Container[str]) -> _Built:
+        """The rows of the members ``part``: ``rl_tasks`` rows for the tasks not in
+        ``skip``, each from the first member that has it."""
+        with gc_paused():
+            trajectories = self.catalog.trajectories_by_ids(
+                [m.trajectory_id for m in part], verify_ids=self.verify
+            )
+            sft: list[dict[str, Any]] = []
+            rl: dict[str, dict[str, Any]] = {}
+            counted: list[tuple[dict[str, Any], list[bool]]] = []
+            for member, trajectory in zip(part, trajectories, strict=True):
+                row, assistant = self._sft_row(member, trajectory, rl, skip)
+                sft.append(row)
+                counted.append(({name: row[name] for name in _COUNTED}, assistant))
+            del trajectories
+            ordered = [rl[task_id] for task_id in sorted(rl)]
+            return _Built(_table(sft, SFT_FEATURES), _table(ordered, RL_FEATURES), counted)
 
     def _sft_row(
-        self, member: DatasetMember, trajectory: Trajectory, rl: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        """``trajectory``'s ``sft`` row, counted; its task's ``rl_tasks`` row is appended
-        to ``rl`` the first time the task comes."""
+        self,
+        member: DatasetMember,
+        trajectory: Trajectory,
+        rl: dict[str, dict[str, Any]],
+        skip: Container[str],
+    ) -> tuple[dict[str, Any], list[bool]]:
+        """``trajectory``'s ``sft`` row and its assistant messages' ``trained`` flags; its
+        task's ``rl_tasks`` row goes into ``rl`` the first time the task comes, unless
+        ``skip`` has it."""
         task = trajectory.task
         max_steps = self._budget(trajectory)
         view = task_view(task, self.source, max_steps)
@@ -337,27 +440,22 @@ class _Rows:
             for message, flag in zip(messages, conversation.trained, strict=True)
             if message["role"] == "assistant"
         ]
-        self.tally.add(row, assistant)
-        if task.id not in self._seen:
-            self._seen.add(task.id)
-            self.tally.rl_tasks += 1
+        if task.id not in rl and task.id not in skip:
             spec = task.model_dump(mode="json")  # what ``to_json`` dumps: once for both
-            rl.append(
-                {
-                    "task_id": task.id,
-                    "fingerprint": task.fingerprint,
-                    "seed": task.initial_conditions.seed,
-                    "task_spec": canonical_json(spec).decode(),
-                    "verifier": canonical_json(spec["verifier"]).decode(),
-                    "capabilities": capabilities,
-                    "difficulty": row["difficulty"],
-                    "goal": task.goal,
-                    "max_steps": max_steps,
-                    "prompt": _json_texts(opening_messages(view)),
-                    "tools": row["tools"],
-                }
-            )
-        return row
+            rl[task.id] = {
+                "task_id": task.id,
+                "fingerprint": task.fingerprint,
+                "seed": task.initial_conditions.seed,
+                "task_spec": canonical_json(spec).decode(),
+                "verifier": canonical_json(spec["verifier"]).decode(),
+                "capabilities": capabilities,
+                "difficulty": row["difficulty"],
+                "goal": task.goal,
+                "max_steps": max_steps,
+                "prompt": _json_texts(opening_messages(view)),
+                "tools": row["tools"],
+            }
+        return row, assistant
 
     def _tools(self, view: TaskView) -> list[str]:
         """``format_tools(view)`` as JSON texts, each function serialized once per export:
@@ -386,6 +484,55 @@ class _Rows:
             budget = found if isinstance(found, int) else DEFAULT_MAX_STEPS
             self._budgets[round_id] = budget
         return budget
+
+
+# -- worker processes --------------------------------------------------------------------
+
+_worker_builders: dict[tuple[str, bool], _Builder] = {}
+"""A worker process's builder, made by its first chunk (a pool lives for one export)."""
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """An exception raised in a worker, carried back whole: its type, arguments and
+    attributes (an exception whose constructor takes other arguments than ``args``, as
+    ``UnknownIdError``'s does, does not survive pickling as itself)."""
+
+    kind: type[BaseException]
+    args: tuple[Any, ...]
+    state: dict[str, Any]
+    trace: str
+
+    def exception(self) -> BaseException:
+        exc = self.kind.__new__(self.kind, *self.args)
+        exc.args = self.args
+        exc.__dict__.update(self.state)
+        exc.add_note(f"raised in an export worker process:\n{self.trace}")
+        return exc
+
+
+def _build_in_worker(
+    path: str, lock_wait_s: float, part: Sequence[DatasetMember], verify: bool
+) -> _Built | _Raised:
+    """The rows of the members ``part``, built in a worker process from the catalog at
+    ``path`` opened read-only, with the sandbox's tools; an exception comes back as a
+    ``_Raised``, for the parent to raise."""
+    try:
+        builder = _worker_builders.get((path, verify))
+        if builder is None:
+            catalog = Catalog.open(Path(path), read_only=True, lock_wait_s=lock_wait_s)
+            builder = _worker_builders[path, verify] = _Builder(
+                catalog, MobileSandbox(), verify=verify
+            )
+        return builder.build(part, skip=())
+    except Exception as exc:
+        raised = _Raised(type(exc), exc.args, dict(vars(exc)), traceback.format_exc())
+        try:
+            pickle.dumps(raised)
+        except Exception:
+            message = f"{type(exc).__name__}: {exc}"
+            raised = _Raised(RuntimeError, (message,), {}, raised.trace)
+        return raised
 
 
 def _json_texts(values: Iterable[Any]) -> list[str]:
@@ -502,7 +649,7 @@ def _write(folder: Path, fmt: ExportFormat, rows: _Rows) -> None:
     with _quiet(), ExitStack() as stack:
         sft, rl = _sinks(stack, folder, fmt, rows.version)
         with _arrow_stream(scratch, RL_FEATURES) as unsorted:
-            for chunk in rows.chunks():
+            for chunk in stack.enter_context(closing(rows.chunks())):
                 sft.write_table(chunk.sft)
                 unsorted.write_table(chunk.rl)
         for part in _by_task_id(scratch):

@@ -6,6 +6,7 @@ template."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -57,6 +58,7 @@ from envs.sandbox.templates.catalog import (
 from storage import Catalog, UnknownIdError
 from tests.agents.test_chat_format import MAX_STEPS, messy_replies, run_openai
 from tests.storage.builders import write_shards
+from training.card import CardTally
 from training.export import ExportFormat, ExportReport, export_dataset, loss_masked_steps
 
 ROUND = "round-export"
@@ -406,6 +408,73 @@ def test_an_export_in_chunks_is_the_export_in_one(
             "hf/sft/data-00000-of-00001.arrow"
         ]
     assert not any(".work" in name for name in chunked.files)
+
+
+def _no_loading_here(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the worker processes load the members, not the exporting one")
+
+
+@pytest.mark.parametrize("fmt", ["hf", "parquet"])
+def test_an_export_by_worker_processes_is_the_export_in_one(
+    frozen: Frozen, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: ExportFormat
+) -> None:
+    """Worker processes load the members and build the rows, chunk by chunk (a spawned
+    worker imports the module afresh: it builds the chunks the exporting process cut, with
+    the ``CHUNK`` patched here): the rows, the card and the report are those of the export
+    in one process."""
+    whole = export_dataset(frozen.catalog, frozen.version.id, tmp_path / "one", fmt, workers=1)
+    monkeypatch.setattr(training.export, "CHUNK", 4)
+    monkeypatch.setattr(Catalog, "trajectories_by_ids", _no_loading_here)
+    parallel = export_dataset(frozen.catalog, frozen.version.id, tmp_path / "two", fmt, workers=2)
+    assert _export_of(parallel.out_dir) == _export_of(whole.out_dir)
+    assert {**parallel.to_json(), "out": None} == {**whole.to_json(), "out": None}
+    assert _leftovers(tmp_path) == ["one", "two"]
+
+
+def test_worker_chunks_emit_each_task_once_as_one_process_does(
+    frozen: Frozen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tasks that come back in later chunks: a worker does not know what earlier chunks
+    had, the exporting process drops their ``rl_tasks`` rows again; the tables and the
+    tally are those of one process."""
+    members = frozen.version.members
+    again = frozen.version.model_copy(update={"members": members + members[::-1] + members})
+    monkeypatch.setattr(training.export, "CHUNK", 5)
+
+    def built(workers: int) -> tuple[list[Any], list[Any], CardTally]:
+        rows = training.export._Rows(frozen.catalog, again, None, verify=False, workers=workers)
+        chunks = list(rows.chunks())
+        return (
+            [c.sft.to_pylist() for c in chunks],
+            [c.rl.to_pylist() for c in chunks],
+            rows.tally,
+        )
+
+    sft, rl, tally = built(1)
+    assert built(2) == (sft, rl, tally)
+    assert sum(map(len, rl)) == tally.rl_tasks == len({m.task_id for m in members})
+    assert tally.sft_rows == 3 * len(members)
+
+
+def test_an_unknown_member_found_by_a_worker_is_raised_and_leaves_nothing(
+    frozen: Frozen, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trajectory the catalog does not hold, met by a worker process: its
+    ``UnknownIdError`` is raised as is, the workers are gone, nothing is written."""
+    members = list(frozen.version.members)
+    members[6] = members[6].model_copy(update={"trajectory_id": "traj-nowhere"})
+    broken = frozen.version.model_copy(update={"members": tuple(members)})
+    monkeypatch.setattr(Catalog, "get_dataset", lambda self, dataset_id: broken)
+    monkeypatch.setattr(training.export, "_refuse_development", lambda catalog, version: None)
+    monkeypatch.setattr(training.export, "CHUNK", 4)
+    monkeypatch.setattr(Catalog, "trajectories_by_ids", _no_loading_here)
+    for fmt in ("hf", "parquet"):
+        with pytest.raises(UnknownIdError, match="unknown trajectory id 'traj-nowhere'") as caught:
+            export_dataset(frozen.catalog, broken.id, tmp_path / "out", fmt, workers=2)
+        assert (caught.value.kind, caught.value.value) == ("trajectory", "traj-nowhere")
+        assert any("export worker" in note for note in caught.value.__notes__)
+    assert _leftovers(tmp_path) == []
+    assert multiprocessing.active_children() == []
 
 
 # -- parquet, the card, a chat template ---------------------------------------------------
