@@ -57,7 +57,7 @@ from envs.sandbox.templates.catalog import (
 )
 from storage import Catalog, UnknownIdError
 from tests.agents.test_chat_format import MAX_STEPS, messy_replies, run_openai
-from tests.storage.builders import write_shards
+from tests.storage.builders import make_version, write_shards
 from training.card import CardTally
 from training.export import ExportFormat, ExportReport, export_dataset, loss_masked_steps
 
@@ -634,17 +634,7 @@ def test_a_development_task_member_is_refused(
     write_shards([trajectory], tmp_path / "shards")
     catalog = Catalog.open(tmp_path / "state" / "catalog.duckdb")
     catalog.ingest_shards([tmp_path / "shards"])
-    members = (DatasetMember(trajectory_id=trajectory.id, task_id=task.id, weight=1.0),)
-    version = DatasetVersion(
-        round_id=ROUND,
-        parent=None,
-        content_hash=dataset_content_hash(members),
-        members=members,
-        target=MixTarget(),
-        achieved={},
-        policies=("scripted@1",),
-        human_reviewed=0,
-    )
+    version = make_version([trajectory], round_id=ROUND)
     with pytest.raises(InvalidInputError, match="development"):
         catalog.freeze_dataset(version)
     monkeypatch.setattr(storage.datasets, "_check_members", lambda con: None)  # a bug, say
@@ -674,17 +664,7 @@ def test_a_task_the_templates_hold_out_is_refused_whatever_its_label(
     write_shards([trajectory], tmp_path / "shards")
     catalog = Catalog.open(tmp_path / "state" / "catalog.duckdb")
     catalog.ingest_shards([tmp_path / "shards"])
-    members = (DatasetMember(trajectory_id=trajectory.id, task_id=task.id, weight=1.0),)
-    version = DatasetVersion(
-        round_id=ROUND,
-        parent=None,
-        content_hash=dataset_content_hash(members),
-        members=members,
-        target=MixTarget(),
-        achieved={},
-        policies=("scripted@1",),
-        human_reviewed=0,
-    )
+    version = make_version([trajectory], round_id=ROUND)
     assert catalog.freeze_dataset(version)
     with pytest.raises(InvalidInputError, match=f"development tasks.*{task.id}"):
         export_dataset(catalog, version.id, tmp_path / "out", "parquet")
