@@ -232,7 +232,7 @@ def _items(home: Path, client: LabelStudio, prefix: str) -> _Items:
     tasks = {str(t.data["trajectory_id"]): int(t.id) for t in found}
     assert len(tasks) == len(found) and tasks.keys() == kept, "one task per kept item"
     successes, _ = trainable(t for t in trajectories if t.id in kept)
-    return _Items(info.id, tasks, [t.id for t in successes])
+    return _Items(info.id, tasks, [c.trajectory_id for c in successes])
 
 
 def _check_outcome(
