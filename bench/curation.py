@@ -116,6 +116,7 @@ def run_stages(home: Path, out: Path) -> list[Stage]:
             started = time.perf_counter()
             result = fn()
             seconds = time.perf_counter() - started
+            peak.sample()
             stages.append(Stage(name, seconds, count(result), unit, peak.value))
             return result
 
@@ -184,13 +185,21 @@ def report(data: SyntheticRound, stages: list[Stage]) -> str:
 
 
 class _Peak:
-    """The largest process-tree RSS seen since the last ``reset``."""
+    """The largest process-tree RSS seen since the last ``reset`` (the sampling thread
+    and the stages update it under one lock, so a reset is never overwritten by a sample
+    taken before it)."""
 
     def __init__(self) -> None:
         self.value = 0
+        self.lock = threading.Lock()
 
     def reset(self) -> None:
-        self.value = tree_rss(os.getpid())
+        with self.lock:
+            self.value = tree_rss(os.getpid())
+
+    def sample(self) -> None:
+        with self.lock:
+            self.value = max(self.value, tree_rss(os.getpid()))
 
 
 @contextmanager
@@ -200,7 +209,7 @@ def _peak_memory() -> Iterator[_Peak]:
 
     def sample() -> None:
         while not stop.wait(SAMPLE_S):
-            peak.value = max(peak.value, tree_rss(os.getpid()))
+            peak.sample()
 
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()

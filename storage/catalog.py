@@ -55,7 +55,7 @@ from storage.rows import (
     review_row,
     task_row,
 )
-from storage.sql import dicts, insert_rows, now, recent_ids, scalar, utc
+from storage.sql import dicts, ids_table, insert_rows, now, recent_ids, registered, scalar, utc
 
 TABLES = (
     "rounds",
@@ -383,16 +383,13 @@ class Catalog:
         if not wanted:
             return []
         with self._connect() as con:
-            con.register("_wanted", pa.table({"id": pa.array(wanted, pa.string())}))
-            try:
+            with registered(con, "_wanted", ids_table(wanted)):
                 found = {
                     t.id: t
                     for t in _load_trajectories(
                         con, "t.id IN (SELECT id FROM _wanted)", [], verify_ids
                     )
                 }
-            finally:
-                con.unregister("_wanted")
             missing = next((i for i in wanted if i not in found), None)
             if missing is not None:
                 raise UnknownIdError("trajectory", missing, recent_ids(con, "trajectories"))
@@ -420,15 +417,12 @@ class Catalog:
             }
         )
         with self._connect() as con:
-            con.register("_wanted", wanted)
-            try:
+            with registered(con, "_wanted", wanted):
                 rows = con.execute(
                     "SELECT w.id, k.id, k.split, k.fingerprint, k.template FROM _wanted w "
                     "LEFT JOIN trajectories t ON t.id = w.id "
                     "LEFT JOIN tasks k ON k.id = t.task_id ORDER BY w.position"
                 ).fetchall()
-            finally:
-                con.unregister("_wanted")
             missing = next((row[0] for row in rows if row[1] is None), None)
             if missing is not None:
                 raise UnknownIdError("trajectory", missing, recent_ids(con, "trajectories"))
@@ -445,20 +439,16 @@ class Catalog:
         wanted = list(dict.fromkeys(trajectory_ids))
         if not wanted:
             return []
-        with self._connect() as con:
-            con.register("_wanted", pa.table({"id": pa.array(wanted, pa.string())}))
-            try:
-                rows = dicts(
-                    con,
-                    "SELECT t.id AS trajectory_id, t.task_id, k.split, t.outcome, t.recovered, "
-                    "k.capabilities[1] AS capability, k.difficulty, k.domains[1] AS domain, "
-                    "k.source, t.policy || '@' || t.policy_version AS policy "
-                    "FROM trajectories t JOIN tasks k ON k.id = t.task_id "
-                    "WHERE t.id IN (SELECT id FROM _wanted)",
-                    [],
-                )
-            finally:
-                con.unregister("_wanted")
+        with self._connect() as con, registered(con, "_wanted", ids_table(wanted)):
+            rows = dicts(
+                con,
+                "SELECT t.id AS trajectory_id, t.task_id, k.split, t.outcome, t.recovered, "
+                "k.capabilities[1] AS capability, k.difficulty, k.domains[1] AS domain, "
+                "k.source, t.policy || '@' || t.policy_version AS policy "
+                "FROM trajectories t JOIN tasks k ON k.id = t.task_id "
+                "WHERE t.id IN (SELECT id FROM _wanted)",
+                [],
+            )
         by_id = {row["trajectory_id"]: row for row in rows}
         return [by_id[i] for i in wanted if i in by_id]
 
@@ -749,16 +739,13 @@ def _load_trajectories(
         return []
     # Steps and tasks by the ids just found, not by ``where`` again: a semi-join on the
     # steps table's key instead of a join of two tables.
-    con.register(
-        "_found",
-        pa.table(
-            {
-                "id": pa.array([r["id"] for r in rows], pa.string()),
-                "task_id": pa.array([r["task_id"] for r in rows], pa.string()),
-            }
-        ),
+    found = pa.table(
+        {
+            "id": pa.array([r["id"] for r in rows], pa.string()),
+            "task_id": pa.array([r["task_id"] for r in rows], pa.string()),
+        }
     )
-    try:
+    with registered(con, "_found", found):
         steps = dicts(
             con,
             f"SELECT s.trajectory_id, {', '.join('s.' + c for c in STEP_COLUMNS)} "
@@ -769,8 +756,6 @@ def _load_trajectories(
         specs = con.execute(
             "SELECT id, spec FROM tasks WHERE id IN (SELECT task_id FROM _found)"
         ).fetchall()
-    finally:
-        con.unregister("_found")
     context = None if verify_ids else {TRUSTED_IDS: True}
     with gc_paused():
         tasks = {

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,15 +51,27 @@ def insert_rows(
     Arrow; the number of rows added or changed."""
     if not rows:
         return 0
-    con.register("_batch", pa.Table.from_pylist(list(rows), schema=schema))
-    try:
-        columns = ", ".join(schema.names)
+    columns = ", ".join(schema.names)
+    with registered(con, "_batch", pa.Table.from_pylist(list(rows), schema=schema)):
         return scalar(
             con,
             f"INSERT INTO {table} ({columns}) SELECT {columns} FROM _batch ON CONFLICT {conflict}",
         )
+
+
+@contextmanager
+def registered(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> Iterator[None]:
+    """``table`` queryable as ``name`` inside the block (unregistered however it ends)."""
+    con.register(name, table)
+    try:
+        yield
     finally:
-        con.unregister("_batch")
+        con.unregister(name)
+
+
+def ids_table(ids: Sequence[str]) -> pa.Table:
+    """One string column ``id``: what ``WHERE x IN (SELECT id FROM ...)`` reads."""
+    return pa.table({"id": pa.array(list(ids), pa.string())})
 
 
 def recent_ids(con: duckdb.DuckDBPyConnection, table: str, column: str = "id") -> list[str]:

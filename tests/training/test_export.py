@@ -698,20 +698,10 @@ def test_the_command_exports_and_prints_what_it_wrote(frozen: Frozen, tmp_path: 
     assert printed["sft_rows"] == len(frozen.version.members)
     assert all((out / name).is_file() for name in printed["files"])
 
-    again = subprocess.run(
-        args, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False
-    )
+    again = flywheel()
     assert again.returncode == 1
     assert "error: out:" in again.stderr and "not empty" in again.stderr
-    text = subprocess.run(
-        [*args, "--overwrite"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
+    text = flywheel("--overwrite")
     assert text.returncode == 0, text.stderr
     assert f"Exported {frozen.version.id} (hf)" in text.stdout
     assert "README.md" in text.stdout
