@@ -47,6 +47,7 @@ from contract.enums import (
 )
 from contract.errors import FlywheelError, InvalidInputError, SchemaError
 from contract.feedback import ExecutionError, Feedback, StateChange
+from contract.model import ModelRecord, TrainingMethod
 from contract.plan import (
     REPAIR_PATTERN,
     GenerationPlan,
@@ -140,6 +141,7 @@ __all__ = [
     "MemorySearch",
     "MemoryWrite",
     "MixTarget",
+    "ModelRecord",
     "Outcome",
     "PlanChange",
     "PolicyInfo",
@@ -172,6 +174,7 @@ __all__ = [
     "ToolCall",
     "ToolEffect",
     "ToolSpec",
+    "TrainingMethod",
     "Trajectory",
     "TrajectoryMetadata",
     "Verdict",

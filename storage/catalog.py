@@ -1,5 +1,5 @@
-"""The DuckDB catalog: rounds, tasks, trajectories, curation, reviews, dataset versions
-and feedback reports.
+"""The DuckDB catalog: rounds, tasks, trajectories, curation, reviews, dataset versions,
+feedback reports and models.
 
 One DuckDB file. DuckDB locks a file per process, so the catalog holds a connection only
 for the length of one operation. Every write runs in one transaction and is idempotent
@@ -29,13 +29,14 @@ from contract import (
     DatasetApproval,
     DatasetVersion,
     FeedbackReport,
+    ModelRecord,
     RejectedTask,
     Review,
     Split,
     TaskSpec,
     Trajectory,
 )
-from storage import carry_over, dataset_diff, datasets, feedback, ingest
+from storage import carry_over, dataset_diff, datasets, feedback, ingest, models
 from storage.bulk import gc_paused
 from storage.errors import CatalogError, UnknownIdError
 from storage.feedback import FeedbackSummary
@@ -73,6 +74,7 @@ TABLES = (
     "carry_over",
     "feedback_reports",
     "feedback_tasks",
+    "models",
 )
 
 _DIRECT_CHECKPOINT = "1MB"
@@ -271,8 +273,9 @@ class Catalog:
 
     # -- tasks --------------------------------------------------------------------------
 
-    def add_tasks(self, round_id: str, tasks: Sequence[TaskSpec]) -> int:
-        """Record tasks first constructed in ``round_id``; the number that were new."""
+    def add_tasks(self, round_id: str | None, tasks: Sequence[TaskSpec]) -> int:
+        """Record tasks first constructed in ``round_id`` (None: by no round, as the
+        development set is); the number that were new."""
         rows = _unique((task_row(t, round_id) for t in tasks), "id")
         with self._write() as con:
             return insert_rows(con, "tasks", rows, TASK_SCHEMA)
@@ -643,6 +646,33 @@ class Catalog:
         stored last), if any."""
         with self._connect() as con:
             return feedback.latest(con)
+
+    # -- models -------------------------------------------------------------------------
+
+    def register_model(self, record: ModelRecord) -> bool:
+        """Register a checkpoint in one transaction; True if it is new. The same record
+        again (by its content-derived id) stores nothing. Refuses (InvalidInputError
+        naming the field) a ``dataset_id`` that is not a frozen dataset version here, a
+        ``parent`` that is not a registered model, a ``feedback_id`` that is not a
+        stored feedback report."""
+        with self._write() as con:
+            return models.register(con, record)
+
+    def get_model(self, model_id: str) -> ModelRecord:
+        """The registered model ``model_id``; UnknownIdError if there is none such."""
+        with self._connect() as con:
+            return models.load(con, model_id)
+
+    def list_models(self) -> list[ModelRecord]:
+        """Every registered model, oldest first (by ``created_at``, then as registered)."""
+        with self._connect() as con:
+            return models.all_models(con)
+
+    def latest_model(self) -> ModelRecord | None:
+        """The most recently created model (among equal ``created_at``, the one
+        registered last), if any."""
+        with self._connect() as con:
+            return models.latest(con)
 
     # -- all ----------------------------------------------------------------------------
 

@@ -202,7 +202,32 @@ _V4_FEEDBACK: Migration = (
 """Version 4: feedback reports (the whole record) and their per-task statistics, one row
 per task, for the planner's queries."""
 
-MIGRATIONS: tuple[Migration, ...] = (_V1_RECORDS, _V2_SHARDS, _V3_GATE, _V4_FEEDBACK)
+_V5_MODELS: Migration = (
+    """CREATE TABLE models (
+        id VARCHAR PRIMARY KEY,
+        name VARCHAR NOT NULL,
+        dataset_id VARCHAR NOT NULL,
+        base VARCHAR NOT NULL,
+        parent VARCHAR,
+        method VARCHAR NOT NULL,
+        path VARCHAR NOT NULL,
+        feedback_id VARCHAR,
+        flow_run_id VARCHAR,
+        created_at TIMESTAMP NOT NULL,
+        registered_at TIMESTAMP NOT NULL,
+        record JSON USING COMPRESSION zstd NOT NULL
+    )""",
+)
+"""Version 5: the model registry, every checkpoint with its lineage (the whole record, and
+the columns its queries filter on)."""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    _V1_RECORDS,
+    _V2_SHARDS,
+    _V3_GATE,
+    _V4_FEEDBACK,
+    _V5_MODELS,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -367,7 +367,7 @@ def trajectory_conversation(
     masked_steps: Collection[int] = (),
     correction: str | None = None,
 ) -> Conversation:
-    """The conversation of ``trajectory`` as an ``OpenAISession`` holds it at the end of
+    """The conversation of ``trajectory`` as an ``ChatSession`` holds it at the end of
     the episode: the messages it sent, and the last reply.
 
     Steps of the OpenAI policy keep the model's raw reply in ``model_output``; it is read

@@ -5,6 +5,10 @@ One turn is ``format_input`` (messages and tools, in the chat format of ``chat_f
 → ``format_output`` (the first tool call becomes an action, or a typed error when the
 reply is unusable). The policy reads only the ``TaskView``; the API key stays inside the
 client.
+
+``ChatSession`` is the conversation side of that turn, over any ``ReplySource``: the
+trainer's local model (``training/chat_model.py``) speaks through the same session, so
+what it sees during online RL is exactly what the OpenAI-compatible policy sees.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import openai
 from openai.types.chat import (
@@ -54,10 +58,11 @@ from contract import (
 __all__ = [  # with what ``chat_format`` lends the policy's callers
     "HARNESS",
     "TRANSIENT_ERRORS",
+    "ChatSession",
     "OpenAIPolicy",
-    "OpenAISession",
     "RawCall",
     "Reply",
+    "ReplySource",
     "make_client",
     "parse_call",
     "reply_of",
@@ -179,9 +184,21 @@ class OpenAIPolicy:
     def info(self) -> PolicyInfo:
         return PolicyInfo(name=OPENAI_POLICY, version=self.model, model=self.model)
 
-    def start(self, task: TaskSpec, view: TaskView) -> OpenAISession:
+    def start(self, task: TaskSpec, view: TaskView) -> ChatSession:
         """A session that sees ``view`` only (``task`` is not read)."""
-        return OpenAISession(self, view)
+        return ChatSession(self, view)
+
+    def reply(
+        self, messages: list[Message], tools: list[dict[str, Any]]
+    ) -> tuple[Reply | None, int, str]:
+        """One completion as a ``Reply`` (see ``ReplySource``)."""
+        completion, retries, failure = self.complete(messages, tools)
+        if completion is None:
+            return None, retries, failure
+        reply = reply_of(completion)
+        if reply is None:
+            return None, retries, "the endpoint returned no choices"
+        return reply, retries, ""
 
     def complete(
         self, messages: list[Message], tools: list[dict[str, Any]]
@@ -215,11 +232,22 @@ class OpenAIPolicy:
         return text
 
 
-class OpenAISession:
+class ReplySource(Protocol):
+    """Where a ``ChatSession``'s replies come from: an endpoint or a local model."""
+
+    def reply(
+        self, messages: list[Message], tools: list[dict[str, Any]]
+    ) -> tuple[Reply | None, int, str]:
+        """``(reply, retries, failure)``: ``reply`` is None when the source failed after
+        ``retries`` retries, and ``failure`` then says why."""
+        ...
+
+
+class ChatSession:
     """One episode: the conversation so far, and the tool calls still owed an answer."""
 
-    def __init__(self, policy: OpenAIPolicy, view: TaskView) -> None:
-        self._policy = policy
+    def __init__(self, source: ReplySource, view: TaskView) -> None:
+        self._source = source
         self._tools = format_tools(view)
         self._subagents = frozenset(s.name for s in view.subagents)
         self._messages: list[Message] = opening_messages(view)
@@ -233,23 +261,12 @@ class OpenAISession:
     def act(self, history: Sequence[Step]) -> Decision:
         last = history[-1].feedback if history else None
         self._answer_pending(last)
-        completion, retries, failure = self._policy.complete(self._messages, self._tools)
-        if completion is None:
-            return Decision(
-                action=None,
-                model_output="",
-                error=ExecutionError(kind=ErrorKind.BACKEND_ERROR, message=failure),
-                retries=retries,
-                endpoint_failed=True,
-            )
-        reply = reply_of(completion)
+        reply, retries, failure = self._source.reply(self._messages, self._tools)
         if reply is None:
             return Decision(
                 action=None,
                 model_output="",
-                error=ExecutionError(
-                    kind=ErrorKind.BACKEND_ERROR, message="the endpoint returned no choices"
-                ),
+                error=ExecutionError(kind=ErrorKind.BACKEND_ERROR, message=failure),
                 retries=retries,
                 endpoint_failed=True,
             )

@@ -23,7 +23,7 @@ from agents.policies.chat_format import (
     template_messages,
     trajectory_conversation,
 )
-from agents.policies.openai_policy import OpenAIPolicy, OpenAISession, make_client, parse_call
+from agents.policies.openai_policy import ChatSession, OpenAIPolicy, make_client, parse_call
 from agents.runner import run_episode
 from contract import (
     Action,
@@ -64,10 +64,10 @@ CORRECTION = "I texted Yusuf that you are running late."
 class CapturingPolicy(OpenAIPolicy):
     """The OpenAI policy, keeping the sessions and views it started."""
 
-    sessions: list[OpenAISession]
+    sessions: list[ChatSession]
     views: list[TaskView]
 
-    def start(self, task: TaskSpec, view: TaskView) -> OpenAISession:
+    def start(self, task: TaskSpec, view: TaskView) -> ChatSession:
         session = super().start(task, view)
         self.sessions = [*getattr(self, "sessions", []), session]
         self.views = [*getattr(self, "views", []), view]

@@ -1,0 +1,241 @@
+"""``trainer``: a frozen dataset version → SFT and/or online RL with CARE → a registered
+model, its curves, and a development-set report the next round plans from.
+
+Thin Prefect orchestration over ``training/trainer.py``. Every parameter is typed, so the
+Prefect UI shows a form (dataset version, base, method, the SFT and RL hyperparameters).
+Progress shows as progress artifacts while SFT, RL and the evaluation run; the curves
+come out as a markdown artifact with plots, and as SVG files beside the weights.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+from uuid import UUID
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+from prefect.cache_policies import NO_CACHE
+from prefect.runtime import flow_run
+
+from contract import FeedbackReport, ModelRecord, TaskSpec, TrainingMethod
+from flows.settings import catalog_path, load_settings
+from storage import Catalog
+from training import rl as rl_training
+from training import sft as sft_training
+from training import trainer as steps
+from training.base_model import TINY, BaseModel
+from training.evaluate import Evaluation
+from training.plots import markdown_figure
+from training.rl import RlResult, RlSettings, UpdateRecord
+from training.sft import SftResult, SftSettings
+from training.trainer import Curves, TrainingData, TrainRequest
+
+
+class _Progress:
+    """A progress artifact, updated at most every whole percent."""
+
+    def __init__(self, key: str, description: str) -> None:
+        self._id: UUID | None = None
+        self._shown = -1
+        self._key = key
+        self._description = description
+
+    def __call__(self, done: float, total: float) -> None:
+        percent = int(100 * done / total) if total else 100
+        if percent == self._shown:
+            return
+        self._shown = percent
+        if self._id is None:
+            self._id = cast(
+                "UUID",
+                create_progress_artifact(percent, key=self._key, description=self._description),
+            )
+        else:
+            update_progress_artifact(self._id, percent)
+
+
+@task(name="prepare", cache_policy=NO_CACHE)
+def prepare_task(home: Path, request: TrainRequest) -> TrainingData:
+    with Catalog.open(catalog_path(home)) as catalog:
+        data = steps.prepare(catalog, home, request)
+    get_run_logger().info(
+        "dataset %s: %d SFT rows, %d RL tasks (export %s)",
+        request.dataset_id,
+        len(data.sft),
+        len(data.rl_tasks),
+        data.path,
+    )
+    return data
+
+
+@task(name="load-base", cache_policy=NO_CACHE)
+def load_base_task(request: TrainRequest, data: TrainingData) -> BaseModel:
+    base = steps.load_base(request, data)
+    parameters = sum(p.numel() for p in base.model.parameters())
+    get_run_logger().info("base %s: %d parameters", base.name, parameters)
+    return base
+
+
+@task(name="sft", cache_policy=NO_CACHE)
+def sft_task(base: BaseModel, data: TrainingData, settings: SftSettings, work: Path) -> SftResult:
+    log = get_run_logger()
+    progress = _Progress("trainer-sft", "SFT steps done")
+
+    def on_log(point: dict[str, Any]) -> None:
+        progress(point["step"], point["max_steps"])
+        log.info("SFT step %d/%d: loss %.4f", point["step"], point["max_steps"], point["loss"])
+
+    with steps.out_of_memory_guard("SFT", "sft.batch_size or sft.max_length"):
+        return sft_training.run_sft(base, data.sft, settings, work / "sft", on_log=on_log)
+
+
+@task(name="rl", cache_policy=NO_CACHE)
+def rl_task(
+    base: BaseModel, tasks: tuple[TaskSpec, ...], settings: RlSettings, work: Path
+) -> RlResult:
+    log = get_run_logger()
+    progress = _Progress("trainer-rl", "RL updates done")
+
+    def on_update(update: UpdateRecord) -> None:
+        progress(update.update, settings.updates)
+        log.info(
+            "RL update %d/%d: loss %.4f, reward %.3f, success %.2f, regimes %s",
+            update.update,
+            settings.updates,
+            update.loss,
+            update.mean_reward,
+            update.success_rate,
+            update.regimes,
+        )
+
+    advice = "rl.tasks_per_update, rl.group_size, rl.max_new_tokens or rl.max_steps"
+    with steps.out_of_memory_guard("RL", advice):
+        return rl_training.run_rl(base, tasks, settings, work / "rl", on_update=on_update)
+
+
+@task(name="evaluate", cache_policy=NO_CACHE)
+def evaluate_task(home: Path, base: BaseModel, request: TrainRequest, name: str) -> Evaluation:
+    with Catalog.open(catalog_path(home)) as catalog:
+        tasks = steps.development_set(catalog, request)
+    progress = _Progress("trainer-evaluation", "development episodes done")
+    evaluation = steps.evaluate_model(base, tasks, request, name, on_episode=progress)
+    report = evaluation.report
+    get_run_logger().info(
+        "development set: %d tasks, overall %s, %s",
+        len(tasks),
+        "n/a" if report.overall is None else f"{report.overall:.3f}",
+        {c.value: round(s, 3) for c, s in report.capability_scores.items()},
+    )
+    return evaluation
+
+
+@task(name="register", cache_policy=NO_CACHE)
+def register_task(
+    home: Path,
+    base: BaseModel,
+    request: TrainRequest,
+    name: str,
+    curves: Curves,
+    report: FeedbackReport,
+    created_at: Any,
+) -> ModelRecord:
+    run_id = str(flow_run.get_id() or "") or None
+    with Catalog.open(catalog_path(home)) as catalog:
+        return steps.register(
+            catalog, home, base, request, name, created_at, curves, report, run_id
+        )
+
+
+@flow(name="trainer")
+def trainer(
+    dataset_id: str,
+    base: str = TINY,
+    method: TrainingMethod = TrainingMethod.SFT_RL,
+    sft: SftSettings | None = None,
+    rl: RlSettings | None = None,
+    dev_tasks: int = 16,
+    eval_samples: int = 1,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Train on frozen dataset version ``dataset_id`` from ``base`` (``tiny``, or a local
+    model folder) by ``method``; evaluate on the development set; register the model."""
+    request = TrainRequest.of(
+        {
+            "dataset_id": dataset_id,
+            "base": base,
+            "method": method,
+            "sft": sft or SftSettings(),
+            "rl": rl or RlSettings(),
+            "dev_tasks": dev_tasks,
+            "eval_samples": eval_samples,
+            "seed": seed,
+        }
+    )
+    record, report = run_training(load_settings().home, request)
+    return {
+        "model_id": record.id,
+        "name": record.name,
+        "path": record.path,
+        "dataset_id": record.dataset_id,
+        "method": record.method.value,
+        "feedback_id": report.id,
+        "overall": report.overall,
+        "capability_scores": {c.value: s for c, s in report.capability_scores.items()},
+        "metrics": record.metrics,
+        "flow_run_id": record.flow_run_id,
+    }
+
+
+def run_training(home: Path, request: TrainRequest) -> tuple[ModelRecord, FeedbackReport]:
+    """The body of ``trainer`` (inside a flow run)."""
+    created_at = steps.now()
+    name = steps.model_name(request, created_at)
+    work = home / "training" / "runs" / name
+    data = prepare_task(home, request)
+    base = load_base_task(request, data)
+    sft_result = sft_task(base, data, request.sft, work) if request.uses_sft else None
+    rl_result = rl_task(base, data.rl_tasks, request.rl, work) if request.uses_rl else None
+    curves = Curves(sft_result, rl_result)
+    evaluation = evaluate_task(home, base, request, name)
+    record = register_task(home, base, request, name, curves, evaluation.report, created_at)
+    _publish(record, curves, evaluation.report)
+    get_run_logger().info("registered %s (%s) at %s", record.id, record.name, record.path)
+    return record, evaluation.report
+
+
+def _publish(record: ModelRecord, curves: Curves, report: FeedbackReport) -> None:
+    figures = "\n\n".join(
+        markdown_figure(svg, title.replace("_", " ")) for title, svg in curves.plots().items()
+    )
+    overall = "n/a" if report.overall is None else f"{report.overall:.3f}"
+    create_markdown_artifact(
+        key="trainer-report",
+        markdown=(
+            f"# {record.name}\n\n"
+            f"Model `{record.id}` trained by `{record.method.value}` on `{record.dataset_id}` "
+            f"from `{record.base}`; development Overall **{overall}**; "
+            f"feedback report `{report.id}`.\n\n{figures}\n"
+        ),
+        description="Training curves and the development-set result",
+    )
+    create_table_artifact(
+        key="trainer-development",
+        table=[
+            {"capability": c.value, "success": round(s, 4)}
+            for c, s in report.capability_scores.items()
+        ]
+        + [{"capability": "overall", "success": report.overall}],
+        description="Development-set success per capability (MobilePA-style Overall)",
+    )
+    if curves.rl is not None:
+        create_table_artifact(
+            key="trainer-rl-curve",
+            table=[u.to_json() for u in curves.rl.curve],
+            description="Online RL: loss, CARE reward, success and output tokens per update",
+        )

@@ -1,0 +1,139 @@
+"""Online RL with CARE on TRL's GRPO machinery: the reward function hands TRL CARE's
+advantages, and a short run on real sandbox rollouts changes the model."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from contract import InvalidInputError, TaskSpec
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import instantiate, template_named
+from storage import Catalog
+from tests.training.builders import frozen_dataset, train_tasks
+from training.base_model import BaseModel
+from training.care import Regime, Rollout, care_group, execution_cost
+from training.rl import RlResult, RlSettings, _CareScorer, _RunState, run_rl
+from training.sft import SftSettings, run_sft
+from training.trainer import TrainRequest, prepare
+from training.trainer import load_base as trainer_load_base
+
+
+def _column(groups: list[list[tuple[bool, float, int, int]]], index: int) -> list[Any]:
+    return [rollout[index] for group in groups for rollout in group]
+
+
+def test_the_reward_function_hands_trl_care_advantages_group_by_group() -> None:
+    settings = RlSettings(group_size=4, max_new_tokens=50, max_steps=4)
+    state = _RunState(settings, RlResult())
+    groups = [  # (success, progress, output tokens, tool calls)
+        [(False, 0.0, 40, 1), (False, 0.5, 80, 2), (False, 0.25, 60, 1), (False, 0.0, 20, 0)],
+        [(True, 1.0, 40, 1), (False, 0.5, 80, 2), (True, 1.0, 60, 1), (False, 0.0, 20, 0)],
+        [(True, 1.0, 40, 1), (True, 1.0, 80, 2), (True, 1.0, 60, 1), (True, 1.0, 20, 1)],
+    ]
+    kwargs = {
+        "success": _column(groups, 0),
+        "progress": _column(groups, 1),
+        "output_tokens": _column(groups, 2),
+        "tool_calls": _column(groups, 3),
+        "task_id": [f"task-{g}" for g in range(3) for _ in range(4)],
+    }
+    scores = _CareScorer(state)(prompts=[None] * 12, completions=[None] * 12, **kwargs)
+
+    assert [g.regime for g in state.result.groups] == [
+        Regime.PROGRESS,
+        Regime.CONSOLIDATION,
+        Regime.EFFICIENCY,
+    ]
+    for g, group in enumerate(groups):
+        expected = care_group([Rollout(*r) for r in group], settings.budget, settings.care)
+        part = scores[4 * g : 4 * g + 4]
+        assert part == list(expected.advantages)
+        # TRL with scale_rewards="none" subtracts the group mean: CARE's sum to zero.
+        assert abs(sum(a for a in part if a is not None)) < 1e-12
+        assert state.result.groups[g].rewards == expected.rewards
+        assert state.result.groups[g].task_id == f"task-{g}"
+    efficiency = state.result.groups[2]
+    assert max(abs(a) for a in efficiency.advantages) < 0.2  # the anchor keeps them small
+
+
+def test_bad_rl_settings_are_refused_by_name() -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        RlSettings.of({"group_size": 1})
+    assert raised.value.field == "rl.group_size"
+    with pytest.raises(InvalidInputError) as raised:
+        RlSettings.of({"p_low": 0.9, "p_high": 0.5})
+    assert "p_low" in str(raised.value)
+    with pytest.raises(InvalidInputError) as raised:
+        RlSettings.of({"epsilon_high": 1.5})
+    assert raised.value.field == "rl.epsilon_high"
+    with pytest.raises(InvalidInputError) as raised:
+        RlSettings.of({"updats": 3})
+    assert raised.value.field == "rl.updats"
+
+
+def _already_done(task: TaskSpec) -> TaskSpec:
+    """``task`` with a verifier its initial state already meets (the setting keeps its
+    value): a task the untrained model cannot fail, so its groups are all-success."""
+    data = task.model_dump(mode="json", exclude={"id"})
+    data["verifier"]["checks"][0]["where"][1]["value"] = True
+    data["goal"] = "Leave my Wi-Fi as it is."
+    return TaskSpec.model_validate(data)
+
+
+@pytest.mark.slow
+def test_a_short_rl_run_changes_the_model_and_records_care_rewards(tmp_path: Path) -> None:
+    sandbox = MobileSandbox()
+    wifi_off = instantiate(template_named("toggle_phone_setting"), 3, sandbox)
+    done = _already_done(wifi_off)
+    dataset = frozen_dataset(tmp_path, train_tasks("toggle_phone_setting", 4))
+    request = TrainRequest.of({"dataset_id": dataset.version.id})
+    with Catalog.open(dataset.catalog_path) as catalog:
+        data = prepare(catalog, tmp_path, request)
+    base: BaseModel = trainer_load_base(request, data)
+    # A little SFT, so replies end at varied lengths (cost differs between rollouts).
+    run_sft(
+        base,
+        data.sft,
+        SftSettings(max_steps=20, batch_size=1, learning_rate=5e-3, max_length=4096),
+        tmp_path / "sft",
+    )
+    before = {name: p.detach().clone() for name, p in base.model.named_parameters()}
+
+    settings = RlSettings(
+        updates=2, group_size=4, tasks_per_update=2, max_steps=2, max_new_tokens=40
+    )
+    result = run_rl(base, [done, wifi_off], settings, tmp_path / "rl")
+
+    assert result.trajectories == settings.updates * settings.tasks_per_update * 4
+    assert [u.update for u in result.curve] == [1, 2]
+    assert len(result.groups) == settings.updates * settings.tasks_per_update
+    changed = [n for n, p in base.model.named_parameters() if not torch.equal(p, before[n])]
+    assert changed, "two updates with non-zero advantages must move the weights"
+    assert Regime.EFFICIENCY in result.regimes_met
+    care, budget = settings.care, settings.budget
+    for group in result.groups:
+        for s, p, e, r, tokens in zip(
+            group.successes,
+            group.progress,
+            group.costs,
+            group.rewards,
+            group.output_tokens,
+            strict=True,
+        ):
+            if group.regime is Regime.EFFICIENCY:
+                assert math.isclose(r, float(s) - care.lambda_eff * e)
+            elif group.regime is Regime.PROGRESS:
+                assert math.isclose(r, float(s) + care.lambda_prog * p)
+            else:
+                assert r == float(s)
+            assert 0.0 <= e <= 1.0 and tokens <= settings.max_new_tokens * settings.max_steps
+        if group.regime is Regime.EFFICIENCY:
+            assert all(group.successes)
+    spread = [g for g in result.groups if len(set(g.costs)) > 1]
+    assert any(g.regime is Regime.EFFICIENCY for g in spread)
+    assert execution_cost(Rollout(True, 1.0, 0, 0), budget, care.token_weight) == 0.0

@@ -1,0 +1,315 @@
+"""The trainer's steps: a frozen dataset version in, a registered model and its
+development-set evaluation out.
+
+``flows/trainer.py`` runs them as Prefect tasks; each is a plain function here:
+
+1. ``prepare``: check the request against the catalog (the dataset version exists; the
+   export refuses one holding development tasks) and export the version for training
+   (``<home>/training/exports/<dataset id>``, reused when already there).
+2. ``load_base``: the tiny model (its tokenizer trained on the export's conversations) or
+   a local model directory.
+3. ``run_sft`` / ``run_rl`` (``training/sft.py``, ``training/rl.py``) by ``method``;
+   ``out_of_memory_guard`` turns an out-of-memory into a clear ``TrainingError``.
+4. ``evaluate_model``: greedy decoding on the development set (stored once, then the
+   same tasks every time), written as a feedback report (source ``trainer``) that the
+   next round plans from.
+5. ``register``: the weights, curves and plots are written to a staging folder, renamed
+   into ``<home>/models/<name>``, and then the model is registered with its lineage;
+   when registration fails the folder is removed, so there is never a half-registered
+   model (a folder without a record, or a record without its weights).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import datasets
+import torch
+from pydantic import BaseModel as PydanticModel
+from pydantic import ConfigDict, Field, ValidationError
+
+from contract import (
+    FeedbackReport,
+    FeedbackSource,
+    FlywheelError,
+    InvalidInputError,
+    ModelRecord,
+    TaskSpec,
+    TrainingMethod,
+)
+from contract.validation import invalid_input
+from storage import Catalog
+from training.base_model import TINY, BaseModel, corpus_texts, save_model
+from training.base_model import load_base as load_base_model
+from training.chat_model import LocalChatModel
+from training.evaluate import Evaluation, ensure_development_set, evaluate
+from training.export import RL_TASKS, SFT, export_dataset
+from training.plots import Series, line_chart
+from training.rl import RlResult, RlSettings
+from training.sft import SftResult, SftSettings
+
+PRODUCED_BY = "flywheel-trainer"
+SVG_PLOTS = ("sft_loss", "rl_reward", "rl_success", "rl_output_tokens")
+
+
+class TrainingError(FlywheelError):
+    """Training could not finish (out of memory); nothing was registered."""
+
+
+class TrainRequest(PydanticModel):
+    """What to train: the trainer flow's parameters. Bad values are refused by name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset_id: str = Field(min_length=1, description="the frozen dataset version (ds-...)")
+    base: str = Field(default=TINY, min_length=1, description="'tiny' or a local model folder")
+    method: TrainingMethod = TrainingMethod.SFT_RL
+    sft: SftSettings = Field(default_factory=SftSettings)
+    rl: RlSettings = Field(default_factory=RlSettings)
+    dev_tasks: int = Field(
+        default=16, ge=1, le=10_000, description="development tasks stored when none exist"
+    )
+    dev_seed: int = Field(default=7, ge=0, description="seed of that development set")
+    eval_samples: int = Field(default=1, ge=1, le=64, description="episodes per dev task")
+    seed: int = Field(default=0, ge=0, description="seed of the tiny model's weights")
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> TrainRequest:
+        """A request from plain values; ``InvalidInputError`` naming the field."""
+        try:
+            return cls.model_validate(dict(values))
+        except ValidationError as exc:
+            raise invalid_input(exc) from None
+
+    @property
+    def uses_sft(self) -> bool:
+        return self.method in (TrainingMethod.SFT, TrainingMethod.SFT_RL)
+
+    @property
+    def uses_rl(self) -> bool:
+        return self.method in (TrainingMethod.RL, TrainingMethod.SFT_RL)
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """The export a run trains on."""
+
+    path: Path
+    sft: datasets.Dataset
+    rl_tasks: tuple[TaskSpec, ...]
+
+
+def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData:
+    """Check the dataset version and export it for training (or reuse its export)."""
+    version = catalog.get_dataset(request.dataset_id)  # UnknownIdError names the id
+    out = home / "training" / "exports" / version.id
+    if not (out / "hf" / "dataset_dict.json").is_file():
+        export_dataset(catalog, version.id, out, "hf", overwrite=out.exists(), workers=1)
+    saved = datasets.load_from_disk(str(out / "hf"))
+    tasks = tuple(TaskSpec.model_validate_json(row["task_spec"]) for row in saved[RL_TASKS])
+    return TrainingData(out, saved[SFT], tasks)
+
+
+def load_base(request: TrainRequest, data: TrainingData) -> BaseModel:
+    """The base model; the tiny one gets a tokenizer trained on the export's text."""
+    corpus = corpus_texts(data.sft) if request.base == TINY else None
+    return load_base_model(request.base, corpus, seed=request.seed)
+
+
+@contextmanager
+def out_of_memory_guard(stage: str, advice: str) -> Iterator[None]:
+    """An out-of-memory in ``stage`` as a ``TrainingError`` that says what to lower."""
+    try:
+        yield
+    except (torch.OutOfMemoryError, MemoryError) as exc:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        raise TrainingError(
+            f"{stage} ran out of memory ({type(exc).__name__}); nothing was registered: "
+            f"lower {advice}"
+        ) from None
+
+
+def development_set(catalog: Catalog, request: TrainRequest) -> list[TaskSpec]:
+    return ensure_development_set(catalog, request.dev_tasks, request.dev_seed)
+
+
+def evaluate_model(
+    base: BaseModel,
+    tasks: list[TaskSpec],
+    request: TrainRequest,
+    name: str,
+    on_episode: Any = None,
+) -> Evaluation:
+    """Greedy episodes of the model on the development set, as a trainer report."""
+    policy = LocalChatModel(
+        base.model,
+        base.tokenizer,
+        name=name,
+        temperature=0.0,
+        max_new_tokens=request.rl.max_new_tokens,
+        max_context=request.rl.max_context,
+    )
+    return evaluate(
+        policy,
+        tasks,
+        model=name,
+        produced_by=PRODUCED_BY,
+        source=FeedbackSource.TRAINER,
+        samples=request.eval_samples,
+        max_steps=request.rl.max_steps,
+        budget=request.rl.budget,
+        token_weight=request.rl.token_weight,
+        on_episode=on_episode,
+    )
+
+
+def model_name(request: TrainRequest, created_at: datetime) -> str:
+    base = TINY if request.base == TINY else Path(request.base).name
+    method = request.method.value.replace("+", "-")
+    return f"{base}-{method}-{request.dataset_id}-{created_at:%Y%m%dT%H%M%SZ}"
+
+
+@dataclass(frozen=True)
+class Curves:
+    """What a run measured, as it is saved beside the weights (``training.json``)."""
+
+    sft: SftResult | None
+    rl: RlResult | None
+
+    def to_json(self) -> dict[str, Any]:
+        rl = self.rl
+        return {
+            "sft": self.sft.to_json() if self.sft else None,
+            "rl": None
+            if rl is None
+            else {
+                "curve": [u.to_json() for u in rl.curve],
+                "regimes_met": sorted(r.value for r in rl.regimes_met),
+                "rollouts": rl.trajectories,
+                "seconds": rl.seconds,
+                "rollouts_per_second": rl.rollouts_per_second,
+                "schedule_moves": [{"update": update, **vars(move)} for update, move in rl.moves],
+                "final_care": vars(rl.final_care),
+            },
+        }
+
+    def plots(self) -> dict[str, str]:
+        """SVG line charts of the curves, by name (``SVG_PLOTS``), those with data."""
+        charts: dict[str, str] = {}
+        if self.sft and self.sft.curve:
+            loss = Series("loss", tuple((p["step"], p["loss"]) for p in self.sft.curve))
+            charts["sft_loss"] = line_chart(
+                [loss], title="SFT loss", x_label="step", y_label="cross-entropy"
+            )
+        if self.rl and self.rl.curve:
+            curve = self.rl.curve
+            regimes = sorted({k for u in curve for k in u.reward_by_regime})
+            rewards = [Series("mean", tuple((u.update, u.mean_reward) for u in curve))] + [
+                Series(
+                    regime,
+                    tuple(
+                        (u.update, u.reward_by_regime[regime])
+                        for u in curve
+                        if regime in u.reward_by_regime
+                    ),
+                )
+                for regime in regimes
+            ]
+            charts["rl_reward"] = line_chart(
+                rewards, title="CARE reward by regime", x_label="update", y_label="reward"
+            )
+            success = Series("success", tuple((u.update, u.success_rate) for u in curve))
+            charts["rl_success"] = line_chart(
+                [success], title="Rollout success", x_label="update", y_label="success rate"
+            )
+            tokens = Series("tokens", tuple((u.update, u.mean_output_tokens) for u in curve))
+            charts["rl_output_tokens"] = line_chart(
+                [tokens],
+                title="Output tokens per rollout",
+                x_label="update",
+                y_label="tokens",
+            )
+        return charts
+
+
+def metrics_of(curves: Curves, report: FeedbackReport) -> dict[str, float]:
+    """The model's headline numbers for the registry."""
+    metrics: dict[str, float] = {
+        f"dev_success.{capability.value}": score
+        for capability, score in report.capability_scores.items()
+    }
+    if report.overall is not None:
+        metrics["dev_overall"] = report.overall
+    metrics["dev_mean_cost"] = report.cost.mean_cost
+    metrics["dev_mean_output_tokens"] = report.cost.mean_output_tokens
+    if curves.sft and curves.sft.curve:
+        metrics["sft_final_loss"] = curves.sft.curve[-1]["loss"]
+        metrics["sft_tokens_per_second"] = curves.sft.tokens_per_second
+    if curves.rl and curves.rl.curve:
+        metrics["rl_final_mean_reward"] = curves.rl.curve[-1].mean_reward
+        metrics["rl_rollouts_per_second"] = curves.rl.rollouts_per_second
+    return metrics
+
+
+def register(
+    catalog: Catalog,
+    home: Path,
+    base: BaseModel,
+    request: TrainRequest,
+    name: str,
+    created_at: datetime,
+    curves: Curves,
+    report: FeedbackReport,
+    flow_run_id: str | None = None,
+) -> ModelRecord:
+    """Save the model, its curves and plots, store the report, register the model."""
+    models = home / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    final = models / name
+    if final.exists():
+        raise InvalidInputError("name", f"{final} exists already: a model is never overwritten")
+    staging = models / f".{name}.{uuid.uuid4().hex[:8]}.partial"
+    try:
+        save_model(base, staging)
+        (staging / "training.json").write_text(
+            json.dumps(curves.to_json(), indent=2, default=str), encoding="utf-8"
+        )
+        (staging / "evaluation.json").write_text(report.to_json().decode(), encoding="utf-8")
+        for plot, svg in curves.plots().items():
+            (staging / f"{plot}.svg").write_text(svg, encoding="utf-8")
+        staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    record = ModelRecord(
+        name=name,
+        dataset_id=request.dataset_id,
+        base=request.base,
+        method=request.method,
+        hyperparameters=request.model_dump(mode="json", exclude={"dataset_id", "base", "method"}),
+        metrics=metrics_of(curves, report),
+        path=str(final.resolve()),
+        feedback_id=report.id,
+        created_at=created_at,
+        flow_run_id=flow_run_id,
+    )
+    try:
+        catalog.add_feedback(report)
+        catalog.register_model(record)
+    except BaseException:
+        shutil.rmtree(final, ignore_errors=True)
+        raise
+    return record
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
