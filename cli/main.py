@@ -19,6 +19,7 @@ from cli.gate import gate_app
 from cli.plan import plan_app
 from cli.rounds import datasets_app, rounds_app, run_round_command
 from cli.servers import server_app
+from cli.train import models_app, run_train_command
 from contract import Capability, Difficulty, FlywheelError, Split
 
 app = typer.Typer(
@@ -41,6 +42,7 @@ app.add_typer(server_app, name="server")
 app.add_typer(gate_app, name="gate")
 app.add_typer(feedback_app, name="feedback")
 app.add_typer(plan_app, name="plan")
+app.add_typer(models_app, name="models")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 CapabilityOpt = Annotated[Capability | None, typer.Option(help="only this capability")]
@@ -215,6 +217,35 @@ def round_(
     )
 
 
+@app.command("train")
+def train(
+    dataset: Annotated[str, typer.Option(help="frozen dataset version (ds-...), or 'latest'")],
+    method: Annotated[str | None, typer.Option(help="sft, rl or sft+rl (default)")] = None,
+    base: Annotated[
+        str | None, typer.Option(help="'tiny' (default: built here) or a local model folder")
+    ] = None,
+    assignments: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="a trainer parameter, e.g. sft.max_steps=60, rl.updates=8, dev_tasks=24 "
+            "(repeatable)",
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Train on a frozen dataset version as the Prefect flow ``trainer``: SFT and/or
+    online RL with CARE, evaluation on the development set, a registered model and a
+    feedback report the next round plans from."""
+    run_train_command(
+        dataset=dataset,
+        method=method,
+        base=base,
+        assignments=assignments or [],
+        as_json=as_json,
+    )
+
+
 @bench_app.command("sandbox")
 def bench_sandbox(
     episodes: Annotated[int, typer.Option(min=10, help="episodes to run")] = 2000,
@@ -270,6 +301,49 @@ def bench_dedup(
     from bench.dedup import run_dedup_benchmark
 
     typer.echo(run_dedup_benchmark(items=items, seed=seed))
+
+
+@bench_app.command("training")
+def bench_training(
+    sft_steps: Annotated[int, typer.Option(min=1, help="SFT optimizer steps")] = 20,
+    batch_size: Annotated[int, typer.Option(min=1, help="SFT rows per step")] = 4,
+    rl_updates: Annotated[int, typer.Option(min=1, help="RL updates")] = 2,
+    group_size: Annotated[int, typer.Option(min=2, help="RL rollouts per task")] = 4,
+    tasks_per_update: Annotated[int, typer.Option(min=1, help="RL tasks per update")] = 1,
+    max_steps: Annotated[int, typer.Option(min=1, help="actions per rollout")] = 3,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="tokens per reply")] = 48,
+    tasks: Annotated[int, typer.Option(min=1, help="scripted episodes in the dataset")] = 24,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="torch threads (default: the cores)")
+    ] = None,
+    workdir: Annotated[
+        Path | None, typer.Option(help="keep the work here (default: a temporary folder)")
+    ] = None,
+    seed: SeedOpt = 0,
+    as_json: JsonFlag = False,
+) -> None:
+    """SFT tokens/s, generation tokens/s and RL rollouts/s on the tiny model (and a larger
+    one with a GPU)."""
+    from bench.training import report, run_training_benchmark
+    from cli.output import emit_json
+
+    result = run_training_benchmark(
+        sft_steps=sft_steps,
+        batch_size=batch_size,
+        rl_updates=rl_updates,
+        group_size=group_size,
+        tasks=tasks,
+        tasks_per_update=tasks_per_update,
+        max_steps=max_steps,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        threads=threads,
+        workdir=workdir,
+    )
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        typer.echo(report(result))
 
 
 def _read_json(path: Path) -> Any:

@@ -29,12 +29,13 @@ from storage import Catalog
 from training import rl as rl_training
 from training import sft as sft_training
 from training import trainer as steps
-from training.base_model import TINY, BaseModel
+from training.base_model import BaseModel
 from training.evaluate import Evaluation
 from training.plots import markdown_figure
-from training.rl import RlResult, RlSettings, UpdateRecord
-from training.sft import SftResult, SftSettings
-from training.trainer import Curves, TrainingData, TrainRequest
+from training.rl import RlResult, UpdateRecord
+from training.settings import TINY, RlSettings, SftSettings, TrainRequest
+from training.sft import SftResult
+from training.trainer import Curves, TrainingData
 
 
 class _Progress:

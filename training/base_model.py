@@ -17,7 +17,6 @@ after the tokens a model generated without re-rendering what came before.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,13 +43,14 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX as QWEN2_SPLIT
+from transformers.utils import logging as hf_logging
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from contract import InvalidInputError
+from training.settings import ALLOWED_BASES, TINY, check_base, check_directory, refuse_base
 
-TINY = "tiny"
-"""The name of the default base model: built here, trained from scratch."""
-ALLOWED_BASES = (TINY, "a local model directory")
+__all__ = ["ALLOWED_BASES", "TINY", "BaseModel", "check_base", "load_base", "save_model"]
+
 ENDOFTEXT = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -59,7 +59,6 @@ TOOL_CALL_END = "</tool_call>"
 MAX_POSITIONS = 4096
 """The context of the tiny model, and its tokenizer's ``model_max_length``."""
 DEFAULT_VOCAB = 2048
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 CHAT_TEMPLATE = r"""
 {%- macro arguments_of(function) -%}
@@ -297,32 +296,16 @@ def load_base(base: str, corpus: Iterable[str] | None = None, *, seed: int = 0) 
     return BaseModel(model=model, tokenizer=tokenizer, name=base)
 
 
-def _refuse(path: Path, problem: str) -> InvalidInputError:
-    return InvalidInputError("base", f"{path}: {problem}", ALLOWED_BASES)
-
-
 def _load_directory(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    if not path.exists():
-        raise _refuse(path, "no such directory")
-    if not path.is_dir():
-        raise _refuse(path, "is a file, not a model directory")
-    config = path / "config.json"
-    if not config.is_file():
-        raise _refuse(path, "has no config.json: not a Hugging Face model directory")
-    try:
-        json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _refuse(path, f"config.json is not valid JSON ({exc})") from None
-    if not any((path / name).is_file() for name in _TOKENIZER_FILES):
-        raise _refuse(path, f"has no tokenizer files ({', '.join(_TOKENIZER_FILES)})")
+    check_directory(path)
     try:
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
     except Exception as exc:  # any failure to load is the directory's fault, named as such
-        raise _refuse(path, f"does not load as a causal LM ({_first_line(exc)})") from None
+        raise refuse_base(path, f"does not load as a causal LM ({_first_line(exc)})") from None
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as exc:
-        raise _refuse(path, f"its tokenizer does not load ({_first_line(exc)})") from None
+        raise refuse_base(path, f"its tokenizer does not load ({_first_line(exc)})") from None
     if not getattr(tokenizer, "chat_template", None):
         tokenizer.chat_template = CHAT_TEMPLATE
     return cast(PreTrainedModel, model), cast(PreTrainedTokenizerBase, tokenizer)
@@ -337,5 +320,11 @@ def save_model(base: BaseModel, path: Path) -> None:
     """Write the model and its tokenizer (chat template included) to ``path``, a directory
     ``load_base`` loads back."""
     path.mkdir(parents=True, exist_ok=True)
-    base.model.save_pretrained(path)
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # no shard-writing bar
+    try:
+        base.model.save_pretrained(path)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
     base.tokenizer.save_pretrained(path)

@@ -37,12 +37,17 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import datasets
 import torch
-from pydantic import Field, model_validator
-from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+from transformers import (
+    PrinterCallback,
+    TrainerCallback,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
 from trl.trainer.grpo_config import GRPOConfig
 from trl.trainer.grpo_trainer import GRPOTrainer
 
@@ -51,68 +56,12 @@ from agents.runner import run_episode
 from contract import InvalidInputError, TaskSpec, Trajectory
 from envs.sandbox import MobileSandbox
 from training.base_model import BaseModel as Base
-from training.care import Budget, CareConfig, Regime, Rollout, care_group
+from training.care import CareConfig, Regime, Rollout, care_group
 from training.chat_model import LocalChatModel
-from training.hyperparameters import Hyperparameters
 from training.schedule import DevMetrics, Move, ScheduleConfig, next_config
+from training.settings import RlSettings
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
-
-
-class RlSettings(Hyperparameters):
-    """Online RL hyperparameters; every bound is checked and named (``rl.<field>``)."""
-
-    root: ClassVar[str] = "rl"
-
-    updates: int = Field(default=8, ge=1, le=1_000_000, description="optimizer updates")
-    group_size: int = Field(default=4, ge=2, le=64, description="rollouts per task (G)")
-    tasks_per_update: int = Field(default=2, ge=1, le=1024, description="tasks per update")
-    iterations: int = Field(
-        default=1, ge=1, le=16, description="gradient passes over one batch of rollouts"
-    )
-    learning_rate: float = Field(default=1e-4, gt=0.0, le=1.0)
-    epsilon_low: float = Field(default=0.2, gt=0.0, lt=1.0, description="clip below 1 - e")
-    epsilon_high: float = Field(default=0.28, gt=0.0, lt=1.0, description="clip above 1 + e")
-    temperature: float = Field(default=1.0, gt=0.0, le=2.0, description="sampling temperature")
-    max_new_tokens: int = Field(default=96, ge=1, le=16_384, description="tokens per reply")
-    max_steps: int = Field(default=8, ge=1, le=200, description="actions per episode")
-    max_context: int = Field(default=8192, ge=64, le=1_048_576)
-    token_budget: int | None = Field(
-        default=None,
-        ge=1,
-        description="output tokens an episode may spend (e_i's scale); "
-        "default max_new_tokens * max_steps",
-    )
-    p_low: float = Field(default=CareConfig.p_low, ge=0.0, le=1.0)
-    p_high: float = Field(default=CareConfig.p_high, ge=0.0, le=1.0)
-    lambda_prog: float = Field(default=CareConfig.lambda_prog, ge=0.0, le=10.0)
-    lambda_eff: float = Field(default=CareConfig.lambda_eff, ge=0.0, le=10.0)
-    token_weight: float = Field(default=CareConfig.token_weight, ge=0.0, le=1.0)
-    schedule_every: int = Field(
-        default=0, ge=0, description="updates between schedule moves; 0: no schedule"
-    )
-    seed: int = 0
-
-    @model_validator(mode="after")
-    def _ordered(self) -> RlSettings:
-        if self.p_low >= self.p_high:
-            raise ValueError(f"p_low {self.p_low} must be below p_high {self.p_high}")
-        return self
-
-    @property
-    def care(self) -> CareConfig:
-        return CareConfig(
-            p_low=self.p_low,
-            p_high=self.p_high,
-            lambda_prog=self.lambda_prog,
-            lambda_eff=self.lambda_eff,
-            token_weight=self.token_weight,
-        )
-
-    @property
-    def budget(self) -> Budget:
-        tokens = self.token_budget or self.max_new_tokens * self.max_steps
-        return Budget(output_tokens=tokens, tool_calls=self.max_steps)
 
 
 @dataclass(frozen=True)
@@ -264,6 +213,7 @@ def run_rl(
         rollout_func=rollout,
         callbacks=[_UpdateLog(state, policy, on_update, dev_probe)],
     )
+    trainer.remove_callback(PrinterCallback)  # what disable_tqdm puts in the bar's place
     started = time.perf_counter()
     trainer.train()
     result.seconds = time.perf_counter() - started

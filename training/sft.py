@@ -24,11 +24,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypedDict, cast
+from typing import Any, TypedDict, cast
 
 import datasets
 import torch
-from pydantic import Field
 from transformers import (
     PreTrainedTokenizerBase,
     PrinterCallback,
@@ -42,35 +41,9 @@ from trl.trainer.sft_trainer import SFTTrainer
 
 from contract import InvalidInputError
 from training.base_model import BaseModel
-from training.hyperparameters import Hyperparameters
-
-ROOT = "sft"
-"""The settings' name in error messages: ``sft.learning_rate``."""
+from training.settings import SftSettings
 
 LogSink = Callable[[dict[str, Any]], None]
-
-
-class SftSettings(Hyperparameters):
-    """The hyperparameters of an SFT run. A value out of range is an ``InvalidInputError``
-    naming the field (``sft.learning_rate``) and its range."""
-
-    root: ClassVar[str] = ROOT
-
-    max_steps: int = Field(default=30, ge=1, le=100_000, description="optimizer steps")
-    learning_rate: float = Field(default=1e-3, gt=0, le=1, description="peak learning rate")
-    batch_size: int = Field(default=4, ge=1, le=512, description="rows per optimizer step")
-    max_length: int = Field(
-        default=4096,
-        ge=32,
-        le=32_768,
-        description="tokens kept of a row (its start); the sandbox's system turn with its "
-        "tool schemas alone is about 2,000 tokens of the tiny model's tokenizer",
-    )
-    epochs: float | None = Field(
-        default=None, gt=0, le=1000, description="passes over the rows; set: max_steps is unused"
-    )
-    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="seed of shuffling and dropout")
-    logging_steps: int = Field(default=1, ge=1, le=100_000, description="steps between log points")
 
 
 # -- tokenizing ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,8 +33,7 @@ from typing import Any
 
 import datasets
 import torch
-from pydantic import BaseModel as PydanticModel
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from contract import (
     FeedbackReport,
@@ -43,18 +42,18 @@ from contract import (
     InvalidInputError,
     ModelRecord,
     TaskSpec,
-    TrainingMethod,
 )
 from contract.validation import invalid_input
-from storage import Catalog
+from storage import Catalog, UnknownIdError
 from training.base_model import TINY, BaseModel, corpus_texts, save_model
 from training.base_model import load_base as load_base_model
 from training.chat_model import LocalChatModel
 from training.evaluate import Evaluation, ensure_development_set, evaluate
 from training.export import RL_TASKS, SFT, export_dataset
 from training.plots import Series, line_chart
-from training.rl import RlResult, RlSettings
-from training.sft import SftResult, SftSettings
+from training.rl import RlResult
+from training.settings import TrainRequest
+from training.sft import SftResult
 
 PRODUCED_BY = "flywheel-trainer"
 SVG_PLOTS = ("sft_loss", "rl_reward", "rl_success", "rl_output_tokens")
@@ -62,40 +61,6 @@ SVG_PLOTS = ("sft_loss", "rl_reward", "rl_success", "rl_output_tokens")
 
 class TrainingError(FlywheelError):
     """Training could not finish (out of memory); nothing was registered."""
-
-
-class TrainRequest(PydanticModel):
-    """What to train: the trainer flow's parameters. Bad values are refused by name."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    dataset_id: str = Field(min_length=1, description="the frozen dataset version (ds-...)")
-    base: str = Field(default=TINY, min_length=1, description="'tiny' or a local model folder")
-    method: TrainingMethod = TrainingMethod.SFT_RL
-    sft: SftSettings = Field(default_factory=SftSettings)
-    rl: RlSettings = Field(default_factory=RlSettings)
-    dev_tasks: int = Field(
-        default=16, ge=1, le=10_000, description="development tasks stored when none exist"
-    )
-    dev_seed: int = Field(default=7, ge=0, description="seed of that development set")
-    eval_samples: int = Field(default=1, ge=1, le=64, description="episodes per dev task")
-    seed: int = Field(default=0, ge=0, description="seed of the tiny model's weights")
-
-    @classmethod
-    def of(cls, values: Mapping[str, Any]) -> TrainRequest:
-        """A request from plain values; ``InvalidInputError`` naming the field."""
-        try:
-            return cls.model_validate(dict(values))
-        except ValidationError as exc:
-            raise invalid_input(exc) from None
-
-    @property
-    def uses_sft(self) -> bool:
-        return self.method in (TrainingMethod.SFT, TrainingMethod.SFT_RL)
-
-    @property
-    def uses_rl(self) -> bool:
-        return self.method in (TrainingMethod.RL, TrainingMethod.SFT_RL)
 
 
 @dataclass(frozen=True)
@@ -271,12 +236,36 @@ def register(
     report: FeedbackReport,
     flow_run_id: str | None = None,
 ) -> ModelRecord:
-    """Save the model, its curves and plots, store the report, register the model."""
+    """Save the model, its curves and plots, store the report, register the model.
+
+    Checked before anything is written or stored: the name is new, the record is valid
+    (a diverged run's NaN loss is refused by name), and the dataset version is in this
+    catalog (the report is stored before the model, and a report whose model was never
+    registered would be the feedback the next round plans from)."""
     models = home / "models"
     models.mkdir(parents=True, exist_ok=True)
     final = models / name
     if final.exists():
         raise InvalidInputError("name", f"{final} exists already: a model is never overwritten")
+    try:
+        record = ModelRecord(
+            name=name,
+            dataset_id=request.dataset_id,
+            base=request.base,
+            method=request.method,
+            hyperparameters=request.model_dump(
+                mode="json", exclude={"dataset_id", "base", "method"}
+            ),
+            metrics=metrics_of(curves, report),
+            path=str(final.resolve()),
+            feedback_id=report.id,
+            created_at=created_at,
+            flow_run_id=flow_run_id,
+        )
+    except ValidationError as exc:
+        raise invalid_input(exc) from None
+    if request.dataset_id not in {d.id for d in catalog.list_datasets()}:
+        raise UnknownIdError("dataset", request.dataset_id, where=str(catalog.path))
     staging = models / f".{name}.{uuid.uuid4().hex[:8]}.partial"
     try:
         save_model(base, staging)
@@ -290,18 +279,6 @@ def register(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    record = ModelRecord(
-        name=name,
-        dataset_id=request.dataset_id,
-        base=request.base,
-        method=request.method,
-        hyperparameters=request.model_dump(mode="json", exclude={"dataset_id", "base", "method"}),
-        metrics=metrics_of(curves, report),
-        path=str(final.resolve()),
-        feedback_id=report.id,
-        created_at=created_at,
-        flow_run_id=flow_run_id,
-    )
     try:
         catalog.add_feedback(report)
         catalog.register_model(record)

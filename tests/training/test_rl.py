@@ -17,10 +17,11 @@ from storage import Catalog
 from tests.training.builders import frozen_dataset, train_tasks
 from training.base_model import BaseModel
 from training.care import Regime, Rollout, care_group, execution_cost
-from training.rl import RlResult, RlSettings, _CareScorer, _RunState, run_rl
-from training.sft import SftSettings, run_sft
-from training.trainer import TrainRequest, prepare
+from training.rl import RlResult, _CareScorer, _RunState, run_rl
+from training.settings import RlSettings, SftSettings, TrainRequest
+from training.sft import run_sft
 from training.trainer import load_base as trainer_load_base
+from training.trainer import prepare
 
 
 def _column(groups: list[list[tuple[bool, float, int, int]]], index: int) -> list[Any]:

@@ -33,8 +33,8 @@ from training.base_model import (
     tiny_model,
     train_tokenizer,
 )
+from training.settings import SftSettings
 from training.sft import (
-    SftSettings,
     run_sft,
     sft_config,
     tokenize_conversation,

@@ -1,0 +1,167 @@
+"""``flywheel train`` and ``flywheel models``: the trainer flow and the model registry."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, cast
+
+import typer
+
+from cli.output import emit_json, table
+
+models_app = typer.Typer(help="Trained models in the registry.", no_args_is_help=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
+LATEST = "latest"
+
+
+def parse_assignments(assignments: list[str]) -> dict[str, Any]:
+    """``sft.max_steps=5`` and the like as nested values (JSON where it parses, else
+    text): ``{"sft": {"max_steps": 5}}``. A malformed one is an ``InvalidInputError``."""
+    from contract import InvalidInputError
+
+    values: dict[str, Any] = {}
+    for assignment in assignments:
+        key, sep, text = assignment.partition("=")
+        path = key.strip().split(".")
+        if not sep or not all(path):
+            raise InvalidInputError(
+                "--set", f"{assignment!r} is not KEY=VALUE", ["sft.max_steps=20", "rl.updates=8"]
+            )
+        try:
+            value: Any = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        node = values
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise InvalidInputError("--set", f"{key} sets both {part} and a field of it")
+            node = child
+        node[path[-1]] = value
+    return values
+
+
+def run_train_command(
+    *,
+    dataset: str,
+    method: str | None,
+    base: str | None,
+    assignments: list[str],
+    as_json: bool,
+) -> None:
+    """Run the ``trainer`` flow against the Prefect server and print what it made."""
+    from flows.servers import ServerError, http_ok, prefect_api, resolve_prefect_api
+    from flows.settings import load_settings
+    from storage import Catalog
+    from training.settings import TrainRequest
+
+    settings = load_settings()
+    with Catalog.open(settings.catalog_path, read_only=True) as catalog:
+        dataset_id = catalog.latest_dataset_id() if dataset == LATEST else dataset
+        if dataset_id is None:
+            from contract import InvalidInputError
+
+            raise InvalidInputError(
+                "--dataset", "the catalog has no dataset version yet: run a round first"
+            )
+        catalog.get_dataset(dataset_id)  # an unknown id fails here, before any flow run
+    values = {"dataset_id": dataset_id, **parse_assignments(assignments)}
+    if method is not None:
+        values["method"] = method
+    if base is not None:
+        values["base"] = base
+    request = TrainRequest.of(values)  # bad values are named before any flow run exists
+    api = resolve_prefect_api(settings.home, settings.prefect.port)
+    if not http_ok(api.rstrip("/") + "/health"):
+        raise ServerError(
+            f"the Prefect API at {api} does not answer: start it, or unset PREFECT_API_URL "
+            "to use the local server (flywheel server start)"
+        )
+    typer.echo(f"Prefect API: {api}", err=True)
+    from flows.trainer import trainer  # torch and TRL load only for a run
+
+    run_flow = cast("Callable[..., dict[str, Any]]", trainer)
+    with prefect_api(api):
+        summary = run_flow(
+            dataset_id=request.dataset_id,
+            base=request.base,
+            method=request.method,
+            sft=request.sft,
+            rl=request.rl,
+            dev_tasks=request.dev_tasks,
+            eval_samples=request.eval_samples,
+            seed=request.seed,
+        )
+    ui = api.removesuffix("/api")
+    run_id = summary["flow_run_id"]
+    summary["prefect_ui"] = f"{ui}/runs/flow-run/{run_id}" if run_id else ui
+    if as_json:
+        emit_json(summary)
+        return
+    typer.echo(_summary_text(summary))
+
+
+def _summary_text(summary: dict[str, Any]) -> str:
+    overall = summary["overall"]
+    scores = [(c, f"{s:.3f}") for c, s in summary["capability_scores"].items()]
+    return "\n".join(
+        [
+            f"Model {summary['model_id']} ({summary['name']}) is registered.",
+            f"Trained by {summary['method']} on {summary['dataset_id']}; weights: "
+            f"{summary['path']}",
+            f"Development set: Overall {'n/a' if overall is None else f'{overall:.3f}'}; "
+            f"feedback report {summary['feedback_id']} (the next round plans from it).",
+            "",
+            table(("capability", "success"), scores),
+            "",
+            f"Prefect UI (curves, plots, logs): {summary['prefect_ui']}",
+            "Next: flywheel round (plans from this report); flywheel models list",
+        ]
+    )
+
+
+@models_app.command("list")
+def models_list(as_json: JsonFlag = False) -> None:
+    """Registered models, oldest first: dataset, method, development Overall."""
+    from flows.settings import load_settings
+    from storage import Catalog
+
+    with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
+        models = catalog.list_models()
+    items = [m.model_dump(mode="json") for m in models]
+    if as_json:
+        emit_json(items)
+        return
+    rows = [
+        (
+            m["id"],
+            m["method"],
+            m["dataset_id"],
+            _overall(m["metrics"]),
+            m["created_at"],
+        )
+        for m in items
+    ]
+    typer.echo(table(("model", "method", "dataset", "dev overall", "created"), rows))
+
+
+@models_app.command("show")
+def models_show(model_id: str, as_json: JsonFlag = False) -> None:
+    """One model's lineage: dataset, base, method, hyperparameters, metrics, path."""
+    from flows.settings import load_settings
+    from storage import Catalog
+
+    with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
+        record = catalog.get_model(model_id)
+    data = record.model_dump(mode="json")
+    if as_json:
+        emit_json(data)
+        return
+    typer.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _overall(metrics: dict[str, float]) -> str:
+    value = metrics.get("dev_overall")
+    return "-" if value is None else f"{value:.3f}"

@@ -1,0 +1,203 @@
+"""What a training run is asked to do: the trainer's request and its hyperparameters.
+
+Plain pydantic records with no torch import, so the CLI and the Prefect form refuse a bad
+value (``sft.learning_rate``, ``rl.group_size``, ``base``) in a fraction of a second,
+before any model loads. A base model is ``tiny`` (built here: ``training/base_model.py``)
+or a local Hugging Face model directory, checked for its configuration and tokenizer
+files without loading weights.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from contract import InvalidInputError, TrainingMethod
+from contract.validation import invalid_input
+from training.care import Budget, CareConfig
+from training.hyperparameters import Hyperparameters
+
+TINY = "tiny"
+"""The default base model: a tiny Qwen2 built from a configuration, its tokenizer trained
+on the exported conversations."""
+ALLOWED_BASES = (TINY, "a local model directory")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
+class SftSettings(Hyperparameters):
+    """The hyperparameters of an SFT run. A value out of range is an ``InvalidInputError``
+    naming the field (``sft.learning_rate``) and its range."""
+
+    root: ClassVar[str] = "sft"
+
+    max_steps: int = Field(default=30, ge=1, le=100_000, description="optimizer steps")
+    learning_rate: float = Field(default=1e-3, gt=0, le=1, description="peak learning rate")
+    batch_size: int = Field(default=4, ge=1, le=512, description="rows per optimizer step")
+    max_length: int = Field(
+        default=4096,
+        ge=32,
+        le=32_768,
+        description="tokens kept of a row (its start); the sandbox's system turn with its "
+        "tool schemas alone is about 2,000 tokens of the tiny model's tokenizer",
+    )
+    epochs: float | None = Field(
+        default=None, gt=0, le=1000, description="passes over the rows; set: max_steps is unused"
+    )
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="seed of shuffling and dropout")
+    logging_steps: int = Field(default=1, ge=1, le=100_000, description="steps between log points")
+
+
+class RlSettings(Hyperparameters):
+    """Online RL hyperparameters; every bound is checked and named (``rl.<field>``)."""
+
+    root: ClassVar[str] = "rl"
+
+    updates: int = Field(default=8, ge=1, le=1_000_000, description="optimizer updates")
+    group_size: int = Field(default=4, ge=2, le=64, description="rollouts per task (G)")
+    tasks_per_update: int = Field(default=2, ge=1, le=1024, description="tasks per update")
+    iterations: int = Field(
+        default=1, ge=1, le=16, description="gradient passes over one batch of rollouts"
+    )
+    learning_rate: float = Field(default=1e-4, gt=0.0, le=1.0)
+    epsilon_low: float = Field(default=0.2, gt=0.0, lt=1.0, description="clip below 1 - e")
+    epsilon_high: float = Field(default=0.28, gt=0.0, lt=1.0, description="clip above 1 + e")
+    temperature: float = Field(default=1.0, gt=0.0, le=2.0, description="sampling temperature")
+    max_new_tokens: int = Field(default=96, ge=1, le=16_384, description="tokens per reply")
+    max_steps: int = Field(default=8, ge=1, le=200, description="actions per episode")
+    max_context: int = Field(default=8192, ge=64, le=1_048_576)
+    token_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="output tokens an episode may spend (e_i's scale); "
+        "default max_new_tokens * max_steps",
+    )
+    p_low: float = Field(default=CareConfig.p_low, ge=0.0, le=1.0)
+    p_high: float = Field(default=CareConfig.p_high, ge=0.0, le=1.0)
+    lambda_prog: float = Field(default=CareConfig.lambda_prog, ge=0.0, le=10.0)
+    lambda_eff: float = Field(default=CareConfig.lambda_eff, ge=0.0, le=10.0)
+    token_weight: float = Field(default=CareConfig.token_weight, ge=0.0, le=1.0)
+    schedule_every: int = Field(
+        default=0, ge=0, description="updates between schedule moves; 0: no schedule"
+    )
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RlSettings:
+        if self.p_low >= self.p_high:
+            raise ValueError(f"p_low {self.p_low} must be below p_high {self.p_high}")
+        return self
+
+    @property
+    def care(self) -> CareConfig:
+        return CareConfig(
+            p_low=self.p_low,
+            p_high=self.p_high,
+            lambda_prog=self.lambda_prog,
+            lambda_eff=self.lambda_eff,
+            token_weight=self.token_weight,
+        )
+
+    @property
+    def budget(self) -> Budget:
+        tokens = self.token_budget or self.max_new_tokens * self.max_steps
+        return Budget(output_tokens=tokens, tool_calls=self.max_steps)
+
+
+class TrainRequest(BaseModel):
+    """What to train: the trainer flow's parameters. Bad values are refused by name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset_id: str = Field(min_length=1, description="the frozen dataset version (ds-...)")
+    base: str = Field(default=TINY, min_length=1, description="'tiny' or a local model folder")
+    method: TrainingMethod = TrainingMethod.SFT_RL
+    sft: SftSettings = Field(default_factory=SftSettings)
+    rl: RlSettings = Field(default_factory=RlSettings)
+    dev_tasks: int = Field(
+        default=16, ge=1, le=10_000, description="development tasks stored when none exist"
+    )
+    dev_seed: int = Field(default=7, ge=0, description="seed of that development set")
+    eval_samples: int = Field(default=1, ge=1, le=64, description="episodes per dev task")
+    seed: int = Field(default=0, ge=0, description="seed of the tiny model's weights")
+
+    @field_validator("sft", "rl", mode="before")
+    @classmethod
+    def _settings(cls, value: Any, info: ValidationInfo) -> Any:
+        """The settings from plain values. They refuse a value by its full name
+        (``sft.learning_rate``), and pydantic puts the field they sit in before it: named
+        here relative to that field, so the request names ``sft.learning_rate`` once."""
+        settings = SftSettings if info.field_name == "sft" else RlSettings
+        if not isinstance(value, Mapping):
+            return value  # a settings record already, or refused by pydantic as no object
+        odd = [k for k in value if not isinstance(k, str)]
+        if odd:
+            raise InvalidInputError("", f"{odd[0]!r} is not a field name")
+        try:
+            return settings(**value)
+        except InvalidInputError as exc:
+            relative = exc.field.removeprefix(settings.root).removeprefix(".")
+            raise InvalidInputError(relative, exc.problem, exc.allowed) from None
+
+    @field_validator("base")
+    @classmethod
+    def _a_model(cls, base: str) -> str:
+        try:
+            check_base(base)
+        except InvalidInputError as exc:  # named by its place in the request
+            raise InvalidInputError("", exc.problem, exc.allowed) from None
+        return base
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> TrainRequest:
+        """A request from plain values; ``InvalidInputError`` naming the field."""
+        try:
+            return cls.model_validate(dict(values))
+        except ValidationError as exc:
+            raise invalid_input(exc) from None
+
+    @property
+    def uses_sft(self) -> bool:
+        return self.method in (TrainingMethod.SFT, TrainingMethod.SFT_RL)
+
+    @property
+    def uses_rl(self) -> bool:
+        return self.method in (TrainingMethod.RL, TrainingMethod.SFT_RL)
+
+
+def refuse_base(path: Path, problem: str) -> InvalidInputError:
+    return InvalidInputError("base", f"{path}: {problem}", ALLOWED_BASES)
+
+
+def check_base(base: str) -> None:
+    """Refuse (``InvalidInputError`` naming ``base``) a base that is neither ``tiny`` nor a
+    directory with a model configuration and tokenizer files, without loading weights."""
+    if base != TINY:
+        check_directory(Path(base))
+
+
+def check_directory(path: Path) -> None:
+    if not path.exists():
+        raise refuse_base(path, "no such directory")
+    if not path.is_dir():
+        raise refuse_base(path, "is a file, not a model directory")
+    config = path / "config.json"
+    if not config.is_file():
+        raise refuse_base(path, "has no config.json: not a Hugging Face model directory")
+    try:
+        json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise refuse_base(path, f"config.json is not valid JSON ({exc})") from None
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise refuse_base(path, f"has no tokenizer files ({', '.join(TOKENIZER_FILES)})")
