@@ -43,13 +43,14 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-## bench: throughput figures: sandbox, catalog ingest, a round against plain Python, curation to export at 200k, dedup against datasketch
+## bench: throughput figures: sandbox, catalog ingest, a round against plain Python, curation to export at 200k, dedup against datasketch, SFT tokens/s and RL rollouts/s
 bench: $(STAMP)
 	$(BIN)/flywheel bench sandbox
 	$(BIN)/flywheel bench ingest
 	$(BIN)/flywheel bench round
 	$(BIN)/flywheel bench curation
 	$(BIN)/flywheel bench dedup
+	$(BIN)/flywheel bench training
 
 ## lock: re-resolve pyproject.toml and rewrite requirements.lock
 lock:

@@ -649,13 +649,15 @@ class Catalog:
 
     # -- models -------------------------------------------------------------------------
 
-    def register_model(self, record: ModelRecord) -> bool:
-        """Register a checkpoint in one transaction; True if it is new. The same record
-        again (by its content-derived id) stores nothing. Refuses (InvalidInputError
-        naming the field) a ``dataset_id`` that is not a frozen dataset version here, a
-        ``parent`` that is not a registered model, a ``feedback_id`` that is not a
-        stored feedback report."""
+    def register_model(self, record: ModelRecord, report: FeedbackReport | None = None) -> bool:
+        """Register a checkpoint, and store ``report`` (its evaluation) first when given,
+        in one transaction; True if the model is new. The same record again (by its
+        content-derived id) stores nothing. Refuses (InvalidInputError naming the field) a
+        ``dataset_id`` that is not a frozen dataset version here, a ``parent`` that is not
+        a registered model, a ``feedback_id`` that is not a stored feedback report."""
         with self._write() as con:
+            if report is not None:
+                feedback.add(con, report)
             return models.register(con, record)
 
     def get_model(self, model_id: str) -> ModelRecord:

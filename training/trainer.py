@@ -178,7 +178,8 @@ class Curves:
         if self.rl and self.rl.curve:
             curve = self.rl.curve
             regimes = sorted({k for u in curve for k in u.reward_by_regime})
-            rewards = [Series("mean", tuple((u.update, u.mean_reward) for u in curve))] + [
+            mean = [Series("mean", tuple((u.update, u.mean_reward) for u in curve))]
+            rewards = mean * (len(regimes) > 1) + [  # one regime: its line is the mean
                 Series(
                     regime,
                     tuple(
@@ -236,12 +237,12 @@ def register(
     report: FeedbackReport,
     flow_run_id: str | None = None,
 ) -> ModelRecord:
-    """Save the model, its curves and plots, store the report, register the model.
+    """Save the model, its curves and plots; then store the report and register the
+    model in one transaction (a report whose model was never registered would be the
+    feedback the next round plans from).
 
-    Checked before anything is written or stored: the name is new, the record is valid
-    (a diverged run's NaN loss is refused by name), and the dataset version is in this
-    catalog (the report is stored before the model, and a report whose model was never
-    registered would be the feedback the next round plans from)."""
+    Checked before anything is written: the name is new, the record is valid (a diverged
+    run's NaN loss is refused by name), and the dataset version is in this catalog."""
     models = home / "models"
     models.mkdir(parents=True, exist_ok=True)
     final = models / name
@@ -280,8 +281,7 @@ def register(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     try:
-        catalog.add_feedback(report)
-        catalog.register_model(record)
+        catalog.register_model(record, report)  # the report and the model, or neither
     except BaseException:
         shutil.rmtree(final, ignore_errors=True)
         raise

@@ -69,7 +69,13 @@ def test_train_registers_a_model_and_the_next_plan_reads_its_report(
     assert dataset
 
     summary = flywheel_json(
-        tmp_path, prefect_api_url, "train", "--dataset", "latest", *TINY_TRAINING
+        tmp_path,
+        prefect_api_url,
+        "train",
+        "--dataset",
+        "latest",
+        *TINY_TRAINING,
+        OMP_NUM_THREADS="1",  # one xdist worker per core: see tests/training/conftest.py
     )
 
     assert summary["dataset_id"] == dataset and summary["method"] == "sft+rl"

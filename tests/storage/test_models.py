@@ -216,6 +216,23 @@ def test_a_failure_while_registering_leaves_nothing_behind(
     assert ingested.register_model(_model(frozen.id)) is True
 
 
+def test_a_model_and_its_report_are_stored_together_or_not_at_all(
+    ingested: Catalog, frozen: DatasetVersion
+) -> None:
+    report = _report()
+    orphan = _model(frozen.id, parent="model-nothing", feedback_id=report.id)
+    with pytest.raises(InvalidInputError) as refused:
+        ingested.register_model(orphan, report)
+    assert refused.value.field == "parent"
+    with pytest.raises(UnknownIdError):
+        ingested.get_feedback(report.id)  # the report's rows were rolled back with it
+
+    model = _model(frozen.id, feedback_id=report.id)
+    assert ingested.register_model(model, report) is True
+    assert ingested.get_feedback(report.id) == report
+    assert ingested.get_model(model.id) == model
+
+
 def test_a_read_only_catalog_refuses_a_registration(
     ingested: Catalog, frozen: DatasetVersion
 ) -> None:
