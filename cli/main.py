@@ -19,8 +19,8 @@ from cli.gate import gate_app
 from cli.plan import plan_app
 from cli.rounds import datasets_app, rounds_app, run_round_command
 from cli.servers import server_app
-from cli.train import models_app, run_train_command
-from contract import Capability, Difficulty, FlywheelError, Split
+from cli.train import models_app, run_train_command, serve_trainer
+from contract import Capability, Difficulty, FlywheelError, InvalidInputError, Split
 
 app = typer.Typer(
     help="The open data flywheel for mobile planning agents.",
@@ -219,7 +219,9 @@ def round_(
 
 @app.command("train")
 def train(
-    dataset: Annotated[str, typer.Option(help="frozen dataset version (ds-...), or 'latest'")],
+    dataset: Annotated[
+        str | None, typer.Option(help="frozen dataset version (ds-...), or 'latest'")
+    ] = None,
     method: Annotated[str | None, typer.Option(help="sft, rl or sft+rl (default)")] = None,
     base: Annotated[
         str | None, typer.Option(help="'tiny' (default: built here) or a local model folder")
@@ -232,11 +234,23 @@ def train(
             "(repeatable)",
         ),
     ] = None,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve",
+            help="instead: serve the trainer as a deployment, to start runs from the Prefect UI",
+        ),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Train on a frozen dataset version as the Prefect flow ``trainer``: SFT and/or
     online RL with CARE, evaluation on the development set, a registered model and a
-    feedback report the next round plans from."""
+    feedback report the next round plans from. ``--serve`` serves it for the Prefect UI."""
+    if serve:
+        serve_trainer()
+        return
+    if dataset is None:
+        raise InvalidInputError("--dataset", "is required", ["ds-...", "latest"])
     run_train_command(
         dataset=dataset,
         method=method,

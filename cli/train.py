@@ -103,6 +103,42 @@ def run_train_command(
     typer.echo(_summary_text(summary))
 
 
+TRAINER_DEPLOYMENT = "train"
+"""The deployment ``flywheel train --serve`` registers: ``trainer/train`` in the UI."""
+
+
+def serve_trainer() -> None:
+    """Register the ``trainer`` flow as a deployment and serve its runs until interrupted:
+    the Prefect UI then starts training from the deployment's form."""
+    from flows.servers import ServerError, http_ok, prefect_api, resolve_prefect_api
+    from flows.settings import load_settings
+
+    settings = load_settings()
+    api = resolve_prefect_api(settings.home, settings.prefect.port)
+    if not http_ok(api.rstrip("/") + "/health"):
+        raise ServerError(
+            f"the Prefect API at {api} does not answer: start it, or unset PREFECT_API_URL "
+            "to use the local server (flywheel server start)"
+        )
+    from flows.trainer import trainer  # torch and TRL load only to serve
+
+    ui = api.removesuffix("/api")
+    typer.echo(
+        f"Serving trainer/{TRAINER_DEPLOYMENT}: start a run from {ui}/deployments "
+        "(Run > Custom run: the dataset version, base, method, sft and rl). Ctrl-C stops.",
+        err=True,
+    )
+    with prefect_api(api):
+        trainer.serve(
+            name=TRAINER_DEPLOYMENT,
+            description="Train on a frozen dataset version: SFT and/or online RL with CARE, "
+            "then the development set and the model registry.",
+            tags=["flywheel", "training"],
+            limit=1,  # one training run at a time on this machine
+            print_starting_message=False,
+        )
+
+
 def _summary_text(summary: dict[str, Any]) -> str:
     overall = summary["overall"]
     scores = [(c, f"{s:.3f}") for c, s in summary["capability_scores"].items()]

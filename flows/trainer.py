@@ -5,9 +5,11 @@ Thin Prefect orchestration over ``training/trainer.py``. Every parameter is type
 Prefect UI shows a form (dataset version, base, method, the SFT and RL hyperparameters).
 Progress shows as progress artifacts while SFT, RL and the evaluation run; the curves
 come out as a markdown artifact with plots, and as SVG files beside the weights.
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: Prefect validates a deployment run's
+parameters against the flow's annotations after loading this file by its path, and
+string annotations naming imported types do not resolve there.
+"""
 
 from pathlib import Path
 from typing import Any, cast
