@@ -28,7 +28,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -50,6 +50,7 @@ from contract import (
     Outcome,
     Split,
     TaskSpec,
+    Trajectory,
 )
 from curation.balance import dataset_content_hash
 from envs.sandbox import MobileSandbox
@@ -284,6 +285,15 @@ def frozen_dataset(catalog: Catalog, shards: Path, tasks: int, seed: int) -> tup
     chosen = list(distinct.values())[:tasks]
     policy = ScriptedPolicy(FaultConfig(rate=0.3, recovery_rate=1.0))
     runs = [run_episode(t, sandbox, policy, round_id=ROUND) for t in chosen]
+    version = freeze_successes(catalog, runs, shards, round_id=ROUND, approver="bench")
+    return version.id, len(runs)
+
+
+def freeze_successes(
+    catalog: Catalog, runs: Sequence[Trajectory], shards: Path, *, round_id: str, approver: str
+) -> DatasetVersion:
+    """Store ``runs`` (episodes of round ``round_id``) through shards in ``shards``, and
+    freeze their successes as an approved dataset version."""
     paths = []
     for start in range(0, len(runs), SHARD_SIZE):
         path = shards / f"shard-{start // SHARD_SIZE:05d}.parquet"
@@ -299,7 +309,7 @@ def frozen_dataset(catalog: Catalog, shards: Path, tasks: int, seed: int) -> tup
         key=lambda m: m.trajectory_id,
     )
     version = DatasetVersion(
-        round_id=ROUND,
+        round_id=round_id,
         parent=None,
         content_hash=dataset_content_hash(members),
         members=tuple(members),
@@ -312,16 +322,16 @@ def frozen_dataset(catalog: Catalog, shards: Path, tasks: int, seed: int) -> tup
         version,
         DatasetApproval(
             dataset_id=version.id,
-            round_id=ROUND,
+            round_id=round_id,
             content_hash=version.content_hash,
             target=version.target,
             decision=ApprovalDecision.APPROVE,
-            approver="bench",
+            approver=approver,
             automatic=True,
             decided_at=datetime.now(UTC),
         ),
     )
-    return version.id, len(runs)
+    return version
 
 
 def larger_model(base: BaseModel, seed: int) -> PreTrainedModel:

@@ -646,7 +646,7 @@ def _write(folder: Path, fmt: ExportFormat, rows: _Rows) -> None:
     work = folder / _WORK
     work.mkdir()
     scratch = work / f"{RL_TASKS}.arrow"
-    with _quiet(), ExitStack() as stack:
+    with quiet_datasets(), ExitStack() as stack:
         sft, rl = _sinks(stack, folder, fmt, rows.version)
         with _arrow_stream(scratch, RL_FEATURES) as unsorted:
             for chunk in stack.enter_context(closing(rows.chunks())):
@@ -817,8 +817,9 @@ def _by_task_id(path: Path) -> Iterator[pa.Table]:
 
 
 @contextmanager
-def _quiet() -> Iterator[None]:
-    """No progress bars from ``datasets`` while writing (the CLI prints its own report)."""
+def quiet_datasets() -> Iterator[None]:
+    """No progress bars from ``datasets`` inside the block (a CLI or a flow reports its
+    own progress)."""
     enabled = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict, cast
@@ -41,6 +40,7 @@ from trl.trainer.sft_trainer import SFTTrainer
 
 from contract import InvalidInputError
 from training.base_model import BaseModel
+from training.export import quiet_datasets
 from training.settings import SftSettings
 
 LogSink = Callable[[dict[str, Any]], None]
@@ -289,7 +289,7 @@ def run_sft(
             f"{settings.max_length} tokens",
         )
     recorder = _Recorder(on_log)
-    with _quiet():
+    with quiet_datasets():
         trainer = SFTTrainer(
             model=base.model,
             args=sft_config(settings, out_dir),
@@ -312,15 +312,3 @@ def run_sft(
         seconds=seconds,
         tokens_per_second=recorder.tokens / seconds if seconds > 0 else 0.0,
     )
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """No progress bars from ``datasets`` while the trainer prepares the rows."""
-    enabled = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()
-    try:
-        yield
-    finally:
-        if enabled:
-            datasets.enable_progress_bars()
