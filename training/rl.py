@@ -155,8 +155,13 @@ def run_rl(
     on_trajectory: Callable[[Trajectory], None] | None = None,
 ) -> RlResult:
     """Train ``base.model`` in place for ``settings.updates`` updates on ``tasks``."""
-    if not tasks:
-        raise InvalidInputError("tasks", "online RL needs at least one RL task")
+    if len(tasks) < settings.tasks_per_update:  # TRL would drop the short batch: no update
+        raise InvalidInputError(
+            "rl.tasks_per_update",
+            f"{settings.tasks_per_update} tasks per update, but the dataset has "
+            f"{len(tasks)} RL task(s)",
+            [f"1 <= tasks_per_update <= {max(1, len(tasks))}"],
+        )
     unknown = sorted({t.id for t in tasks} - {t.id for t in tasks if t.verifier})
     if unknown:
         raise InvalidInputError("tasks", f"{unknown[0]} has no verifier to reward rollouts")
@@ -203,6 +208,7 @@ def run_rl(
         activation_checkpointing=False,  # transformers 5.24's name; TRL's default is on
         remove_unused_columns=False,
         shuffle_dataset=True,
+        ddp_find_unused_parameters=False,  # every parameter gets a gradient
     )
     trainer = GRPOTrainer(
         model=base.model,
@@ -359,7 +365,7 @@ class _UpdateLog(TrainerCallback):
             return
         run = self._state
         groups = [g for g in run.result.groups if g.update == run.update]
-        record = _update_record(run.update, float(logs["loss"]), groups, run.started)
+        record = update_record(run.update, float(logs["loss"]), groups, run.started)
         run.result.curve.append(record)
         if self._on_update is not None:
             self._on_update(record)
@@ -389,7 +395,7 @@ class _UpdateLog(TrainerCallback):
         run.result.moves += [(state.global_step, move) for move in moves]
 
 
-def _update_record(
+def update_record(
     update: int, loss: float, groups: Sequence[GroupRecord], started: float
 ) -> UpdateRecord:
     rewards = [r for g in groups for r in g.rewards]

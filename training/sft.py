@@ -265,6 +265,7 @@ def sft_config(settings: SftSettings, out_dir: Path) -> SFTConfig:
         activation_checkpointing=False,  # transformers 5.24's name; TRL's default is on
         disable_tqdm=True,
         dataloader_num_workers=0,
+        ddp_find_unused_parameters=False,  # every parameter gets a gradient
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
@@ -138,3 +138,12 @@ def test_a_short_rl_run_changes_the_model_and_records_care_rewards(tmp_path: Pat
     spread = [g for g in result.groups if len(set(g.costs)) > 1]
     assert any(g.regime is Regime.EFFICIENCY for g in spread)
     assert execution_cost(Rollout(True, 1.0, 0, 0), budget, care.token_weight) == 0.0
+
+
+def test_fewer_rl_tasks_than_one_update_takes_are_refused(tmp_path: Path) -> None:
+    """TRL would drop the short batch and train nothing; the run is refused instead."""
+    (task,) = train_tasks("toggle_phone_setting", 1)
+    with pytest.raises(InvalidInputError) as refused:
+        run_rl(cast(BaseModel, None), [task], RlSettings(tasks_per_update=2), tmp_path)
+    assert refused.value.field == "rl.tasks_per_update"
+    assert "1 RL task" in str(refused.value)

@@ -1,0 +1,216 @@
+"""``training.launch``, the trainer under ``accelerate launch``: one process registers a
+model; two processes (torchrun's, joined over gloo on the CPU, started with the documented
+multi-GPU configuration) train one model with DDP and register it once; the main
+process's failure before training stops every process; the configuration file is one
+accelerate reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from accelerate import PartialState
+from accelerate.commands.config.config_args import (
+    load_config_from_file,
+)
+from transformers.utils import logging as hf_logging
+
+from contract import ModelRecord, TrainingMethod
+from storage import Catalog
+from tests.training.builders import FrozenDataset, frozen_dataset, train_tasks
+from training.base_model import load_base
+from training.launch import load_export, main, parse_args, request_of
+from training.sft import tokenize_rows
+from training.trainer import prepare
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "docs" / "accelerate" / "multi-gpu.yaml"
+ACCELERATE = Path(sys.executable).parent / "accelerate"
+TINY_RUN = (
+    "--method",
+    "sft",
+    "--set",
+    "sft.max_steps=2",
+    "--set",
+    "sft.batch_size=1",
+    "--set",
+    "dev_tasks=2",
+    "--set",
+    "rl.max_steps=1",
+    "--set",
+    "rl.max_new_tokens=8",
+)
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> FrozenDataset:
+    """A frozen dataset version of two episodes (two SFT rows); each test copies it."""
+    home = tmp_path_factory.mktemp("launch-pristine")
+    return frozen_dataset(home, train_tasks("toggle_phone_setting", 2))
+
+
+@pytest.fixture
+def dataset(pristine: FrozenDataset, tmp_path: Path) -> FrozenDataset:
+    home = tmp_path / "home"
+    shutil.copytree(pristine.home, home)
+    return FrozenDataset(home, home / pristine.catalog_path.name, pristine.version, pristine.tasks)
+
+
+def _run(command: list[str], dataset: FrozenDataset, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLYWHEEL_")}
+    env |= {
+        "FLYWHEEL_HOME": str(dataset.home),
+        "PYTHONPATH": str(REPO),
+        "OMP_NUM_THREADS": "1",  # the tiny model's operations are too small to share
+        "CUDA_VISIBLE_DEVICES": "",  # the CPU path (gloo) wherever the test runs
+    }
+    args = [*command, "--dataset", dataset.version.id, *TINY_RUN]
+    done = subprocess.run(
+        args, capture_output=True, text=True, env=env, cwd=cwd, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done
+
+
+def _summary(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    printed = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(printed) == 1, done.stdout  # the main process alone prints
+    summary: dict[str, Any] = json.loads(printed[0])
+    return summary
+
+
+def _registered(dataset: FrozenDataset, summary: dict[str, Any]) -> ModelRecord:
+    with Catalog.open(dataset.catalog_path, read_only=True) as catalog:
+        models = catalog.list_models()
+    assert [m.id for m in models] == [summary["model_id"]]
+    record = models[0]
+    assert record.dataset_id == dataset.version.id
+    assert record.method is TrainingMethod.SFT
+    assert record.base == "tiny"
+    assert summary["path"] == record.path
+    assert (Path(record.path) / "model.safetensors").is_file()
+    return record
+
+
+def _sft_curve(record: ModelRecord) -> list[dict[str, Any]]:
+    curves = json.loads((Path(record.path) / "training.json").read_text(encoding="utf-8"))
+    curve: list[dict[str, Any]] = curves["sft"]["curve"]
+    assert [p["step"] for p in curve] == [1, 2]
+    return curve
+
+
+def test_one_process_trains_evaluates_and_registers(dataset: FrozenDataset, tmp_path: Path) -> None:
+    done = _run([sys.executable, "-m", "training.launch"], dataset, tmp_path)
+    summary = _summary(done)
+    assert summary["processes"] == 1
+    record = _registered(dataset, summary)
+    assert "dev_overall" in record.metrics and "sft_final_loss" in record.metrics
+    _sft_curve(record)
+    base = dataset.home / "training" / "launch" / record.name / "base"
+    assert (base / "tokenizer.json").is_file()  # the tiny base every process loads
+
+
+@pytest.mark.slow
+def test_two_processes_train_with_ddp_and_register_one_model(
+    dataset: FrozenDataset, tmp_path: Path
+) -> None:
+    launch = [
+        str(ACCELERATE),
+        "launch",
+        "--config_file",
+        str(CONFIG),
+        "--num_processes",
+        "2",
+        "--mixed_precision",
+        "no",
+        "--main_process_port",
+        "0",  # a free port
+        "-m",
+        "training.launch",
+    ]
+    done = _run(launch, dataset, tmp_path)
+    summary = _summary(done)
+    assert summary["processes"] == 2
+    record = _registered(dataset, summary)
+    # One optimizer step took a row in each process: both rows' tokens.
+    export = load_export(dataset.home / "training" / "exports" / dataset.version.id)
+    assert len(export.sft) == 2
+    base = load_base(str(dataset.home / "training" / "launch" / record.name / "base"))
+    rows = tokenize_rows(base.tokenizer, export.sft, max_length=4096)
+    assert _sft_curve(record)[0]["tokens"] == sum(len(ids) for ids in rows.input_ids)
+
+
+@pytest.fixture
+def in_process() -> Iterator[None]:
+    """``main`` run in the test process: its accelerate state and progress bars undone."""
+    shown = hf_logging.is_progress_bar_enabled()
+    yield
+    PartialState._reset_state()
+    if shown:
+        hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+
+
+@pytest.mark.usefixtures("in_process")
+def test_an_unknown_dataset_stops_before_training(
+    dataset: FrozenDataset, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FLYWHEEL_HOME", str(dataset.home))
+    assert main(["--dataset", "ds-unknown", "--method", "sft"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "error:" in err and "ds-unknown" in err
+    assert not (dataset.home / "training" / "launch").exists()
+
+
+@pytest.mark.usefixtures("in_process")
+def test_too_few_rl_tasks_for_an_update_are_refused_by_name(
+    dataset: FrozenDataset, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two RL tasks cannot fill an update of three: TRL would train no step and the
+    untrained base would be registered as trained."""
+    monkeypatch.setenv("FLYWHEEL_HOME", str(dataset.home))
+    args = ["--dataset", dataset.version.id, "--method", "rl", "--set", "rl.tasks_per_update=3"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "rl.tasks_per_update" in err and "the export has 2" in err
+    assert "allowed: 1 to 2" in err
+    with Catalog.open(dataset.catalog_path, read_only=True) as catalog:
+        assert catalog.list_models() == []
+
+
+def test_the_export_reads_back_without_the_catalog(dataset: FrozenDataset) -> None:
+    request = request_of(parse_args(["--dataset", dataset.version.id]))
+    with Catalog.open(dataset.catalog_path) as catalog:
+        prepared = prepare(catalog, dataset.home, request)
+    loaded = load_export(prepared.path)
+    assert loaded.rl_tasks == prepared.rl_tasks
+    assert loaded.sft.to_list() == prepared.sft.to_list()
+
+
+def test_arguments_make_the_request() -> None:
+    sets = ["rl.updates=3", "sft.learning_rate=0.01", "dev_tasks=4"]
+    args = parse_args(
+        ["--dataset", "ds-1", "--method", "rl", "--base", "tiny"]
+        + [arg for assignment in sets for arg in ("--set", assignment)]
+    )
+    request = request_of(args)
+    assert request.dataset_id == "ds-1"
+    assert request.method is TrainingMethod.RL
+    assert request.rl.updates == 3
+    assert request.sft.learning_rate == 0.01
+    assert request.dev_tasks == 4
+
+
+def test_the_configuration_is_one_accelerate_reads() -> None:
+    config = load_config_from_file(str(CONFIG))
+    assert config.distributed_type.value == "MULTI_GPU"
+    assert (config.num_machines, config.num_processes) == (1, 8)
+    assert config.mixed_precision == "bf16"
+    assert config.use_cpu is False
