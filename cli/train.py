@@ -9,38 +9,12 @@ from typing import Annotated, Any, cast
 import typer
 
 from cli.output import emit_json, table
+from training.settings import parse_assignments
 
 models_app = typer.Typer(help="Trained models in the registry.", no_args_is_help=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 LATEST = "latest"
-
-
-def parse_assignments(assignments: list[str]) -> dict[str, Any]:
-    """``sft.max_steps=5`` and the like as nested values (JSON where it parses, else
-    text): ``{"sft": {"max_steps": 5}}``. A malformed one is an ``InvalidInputError``."""
-    from contract import InvalidInputError
-
-    values: dict[str, Any] = {}
-    for assignment in assignments:
-        key, sep, text = assignment.partition("=")
-        path = key.strip().split(".")
-        if not sep or not all(path):
-            raise InvalidInputError(
-                "--set", f"{assignment!r} is not KEY=VALUE", ["sft.max_steps=20", "rl.updates=8"]
-            )
-        try:
-            value: Any = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
-        node = values
-        for part in path[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise InvalidInputError("--set", f"{key} sets both {part} and a field of it")
-            node = child
-        node[path[-1]] = value
-    return values
 
 
 def run_train_command(

@@ -10,7 +10,7 @@ files without loading weights.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -201,3 +201,28 @@ def check_directory(path: Path) -> None:
         raise refuse_base(path, f"config.json is not valid JSON ({exc})") from None
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         raise refuse_base(path, f"has no tokenizer files ({', '.join(TOKENIZER_FILES)})")
+
+
+def parse_assignments(assignments: Sequence[str]) -> dict[str, Any]:
+    """``sft.max_steps=5`` and the like as nested values (JSON where it parses, else
+    text): ``{"sft": {"max_steps": 5}}``. A malformed one is an ``InvalidInputError``."""
+    values: dict[str, Any] = {}
+    for assignment in assignments:
+        key, sep, text = assignment.partition("=")
+        path = key.strip().split(".")
+        if not sep or not all(path):
+            raise InvalidInputError(
+                "--set", f"{assignment!r} is not KEY=VALUE", ["sft.max_steps=20", "rl.updates=8"]
+            )
+        try:
+            value: Any = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        node = values
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise InvalidInputError("--set", f"{key} sets both {part} and a field of it")
+            node = child
+        node[path[-1]] = value
+    return values

@@ -1,4 +1,4 @@
-"""``training.launch``, the trainer under ``accelerate launch``: one process registers a
+"""``cli.launch``, the trainer under ``accelerate launch``: one process registers a
 model; two processes (torchrun's, joined over gloo on the CPU, started with the documented
 multi-GPU configuration) train one model with DDP and register it once; the main
 process's failure before training stops every process; the configuration file is one
@@ -22,11 +22,11 @@ from accelerate.commands.config.config_args import (
 )
 from transformers.utils import logging as hf_logging
 
+from cli.launch import load_export, main, parse_args, request_of
 from contract import ModelRecord, TrainingMethod
 from storage import Catalog
 from tests.training.builders import FrozenDataset, frozen_dataset, train_tasks
 from training.base_model import load_base
-from training.launch import load_export, main, parse_args, request_of
 from training.sft import tokenize_rows
 from training.trainer import prepare
 
@@ -107,7 +107,7 @@ def _sft_curve(record: ModelRecord) -> list[dict[str, Any]]:
 
 
 def test_one_process_trains_evaluates_and_registers(dataset: FrozenDataset, tmp_path: Path) -> None:
-    done = _run([sys.executable, "-m", "training.launch"], dataset, tmp_path)
+    done = _run([sys.executable, "-m", "cli.launch"], dataset, tmp_path)
     summary = _summary(done)
     assert summary["processes"] == 1
     record = _registered(dataset, summary)
@@ -133,7 +133,7 @@ def test_two_processes_train_with_ddp_and_register_one_model(
         "--main_process_port",
         "0",  # a free port
         "-m",
-        "training.launch",
+        "cli.launch",
     ]
     done = _run(launch, dataset, tmp_path)
     summary = _summary(done)

@@ -1,6 +1,6 @@
 """The trainer on several GPUs: one process per GPU under ``accelerate launch``.
 
-    accelerate launch --config_file docs/accelerate/multi-gpu.yaml -m training.launch \\
+    accelerate launch --config_file docs/accelerate/multi-gpu.yaml -m cli.launch \\
         --dataset ds-... [--method sft|rl|sft+rl] [--base tiny|PATH] [--set sft.max_steps=200]
 
 The Prefect flow (``flows/trainer.py``) runs the trainer's steps (``training/trainer.py``)
@@ -19,7 +19,7 @@ train with DDP over those processes. The roles:
 - The main process alone evaluates the model on the development set, registers it with
   its curves, and prints the model's id and path as JSON on stdout.
 
-Without ``accelerate`` (``python -m training.launch ...``) one process does all of it.
+Without ``accelerate`` (``python -m cli.launch ...``) one process does all of it.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from accelerate import PartialState
 from accelerate.utils import gather_object
 from transformers.utils import logging as hf_logging
 
-from cli.train import parse_assignments
 from contract import FlywheelError, InvalidInputError, ModelRecord, TaskSpec, TrainingMethod
 from flows.settings import catalog_path, load_settings
 from storage import Catalog
@@ -50,7 +49,7 @@ from training.base_model import BaseModel, save_model
 from training.base_model import load_base as load_model
 from training.export import RL_TASKS, SFT
 from training.rl import GroupRecord, RlResult, UpdateRecord, run_rl, update_record
-from training.settings import TINY, TrainRequest
+from training.settings import TINY, TrainRequest, parse_assignments
 from training.sft import SftResult, run_sft
 
 LATEST = "latest"
@@ -84,7 +83,7 @@ class Plan:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="accelerate launch [...] -m training.launch",
+        prog="accelerate launch [...] -m cli.launch",
         description="Train on a frozen dataset version in every process accelerate starts "
         "(DDP); the main process evaluates and registers the model.",
     )
