@@ -100,9 +100,14 @@ def sft_task(base: BaseModel, data: TrainingData, settings: SftSettings, work: P
 
 @task(name="rl", cache_policy=NO_CACHE)
 def rl_task(
-    base: BaseModel, tasks: tuple[TaskSpec, ...], settings: RlSettings, work: Path
+    home: Path, base: BaseModel, tasks: tuple[TaskSpec, ...], request: TrainRequest, work: Path
 ) -> RlResult:
     log = get_run_logger()
+    settings = request.rl
+    probe = None
+    if settings.schedule_every:  # the schedule controller reads the development set
+        with Catalog.open(catalog_path(home)) as catalog:
+            probe = steps.dev_probe(steps.development_set(catalog, request), request)
     progress = _Progress("trainer-rl", "RL updates done")
 
     def on_update(update: UpdateRecord) -> None:
@@ -119,7 +124,19 @@ def rl_task(
 
     advice = "rl.tasks_per_update, rl.group_size, rl.max_new_tokens or rl.max_steps"
     with steps.out_of_memory_guard("RL", advice):
-        return rl_training.run_rl(base, tasks, settings, work / "rl", on_update=on_update)
+        result = rl_training.run_rl(
+            base, tasks, settings, work / "rl", on_update=on_update, dev_probe=probe
+        )
+    for update, move in result.moves:
+        log.info(
+            "schedule after update %d: %s %s -> %s (%s)",
+            update,
+            move.parameter,
+            move.before,
+            move.after,
+            move.reason,
+        )
+    return result
 
 
 @task(name="evaluate", cache_policy=NO_CACHE)
@@ -203,7 +220,7 @@ def run_training(home: Path, request: TrainRequest) -> tuple[ModelRecord, Feedba
     data = prepare_task(home, request)
     base = load_base_task(request, data)
     sft_result = sft_task(base, data, request.sft, work) if request.uses_sft else None
-    rl_result = rl_task(base, data.rl_tasks, request.rl, work) if request.uses_rl else None
+    rl_result = rl_task(home, base, data.rl_tasks, request, work) if request.uses_rl else None
     curves = Curves(sft_result, rl_result)
     evaluation = evaluate_task(home, base, request, name)
     record = register_task(home, base, request, name, curves, evaluation.report, created_at)

@@ -79,6 +79,8 @@ class GroupRecord:
     rewards: tuple[float, ...]
     advantages: tuple[float, ...]
     output_tokens: tuple[int, ...]
+    care: CareConfig
+    """The CARE parameters in effect (the schedule may have moved them)."""
 
 
 @dataclass(frozen=True)
@@ -167,8 +169,8 @@ def run_rl(
         raise InvalidInputError("tasks", f"{unknown[0]} has no verifier to reward rollouts")
     torch.manual_seed(settings.seed)
     result = RlResult(final_care=settings.care)
-    state = _RunState(settings, result)
     by_id = {t.id: t for t in tasks}
+    state = _RunState(settings, result, fingerprints={t.id: t.fingerprint for t in tasks})
     policy = LocalChatModel(
         model=base.model,
         tokenizer=base.tokenizer,
@@ -237,6 +239,7 @@ class _RunState:
     update: int = 0
     started: float = field(default_factory=time.perf_counter)
     previous: DevMetrics | None = None
+    fingerprints: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.care = self.settings.care
@@ -323,7 +326,7 @@ class _CareScorer:
                 GroupRecord(
                     update=state.update,
                     task_id=task_id,
-                    fingerprint="",
+                    fingerprint=state.fingerprints.get(task_id, ""),
                     competence=group.competence,
                     regime=group.regime,
                     successes=tuple(r.success for r in rollouts),
@@ -332,6 +335,7 @@ class _CareScorer:
                     rewards=group.rewards,
                     advantages=group.advantages,
                     output_tokens=tuple(r.output_tokens for r in rollouts),
+                    care=state.care,
                 )
             )
             scores += group.advantages

@@ -51,7 +51,7 @@ from training.chat_model import LocalChatModel
 from training.evaluate import Evaluation, ensure_development_set, evaluate
 from training.export import RL_TASKS, SFT, export_dataset
 from training.plots import Series, line_chart
-from training.rl import RlResult
+from training.rl import DevProbe, RlResult
 from training.settings import TrainRequest
 from training.sft import SftResult
 
@@ -135,6 +135,21 @@ def evaluate_model(
         token_weight=request.rl.token_weight,
         on_episode=on_episode,
     )
+
+
+def dev_probe(tasks: list[TaskSpec], request: TrainRequest) -> DevProbe:
+    """The schedule controller's development probe: greedy episodes of the model being
+    trained on ``tasks``, as (success rate, mean normalized cost)."""
+
+    def probe(policy: LocalChatModel) -> tuple[float, float]:
+        report = evaluate_model(
+            BaseModel(policy.model, policy.tokenizer, policy.name), tasks, request, policy.name
+        ).report
+        attempts = sum(t.attempts for t in report.tasks)
+        successes = sum(t.successes for t in report.tasks)
+        return (successes / attempts if attempts else 0.0), report.cost.mean_cost
+
+    return probe
 
 
 def model_name(request: TrainRequest, created_at: datetime) -> str:

@@ -106,18 +106,36 @@ def test_a_short_rl_run_changes_the_model_and_records_care_rewards(tmp_path: Pat
     before = {name: p.detach().clone() for name, p in base.model.named_parameters()}
 
     settings = RlSettings(
-        updates=2, group_size=4, tasks_per_update=2, max_steps=2, max_new_tokens=40
+        updates=3,
+        group_size=4,
+        tasks_per_update=2,
+        max_steps=2,
+        max_new_tokens=40,
+        schedule_every=1,
     )
-    result = run_rl(base, [done, wifi_off], settings, tmp_path / "rl")
+    # A scripted development probe (success falls after the first update): the schedule
+    # then lowers lambda_eff and raises p_high, and the third update rewards with them.
+    probes = iter([(0.5, 0.3), (0.0, 0.3), (0.0, 0.3)])
+    result = run_rl(
+        base, [done, wifi_off], settings, tmp_path / "rl", dev_probe=lambda _: next(probes)
+    )
 
     assert result.trajectories == settings.updates * settings.tasks_per_update * 4
-    assert [u.update for u in result.curve] == [1, 2]
+    assert [u.update for u in result.curve] == [1, 2, 3]
+    moved = {move.parameter: (step, move) for step, move in result.moves}
+    assert moved["lambda_eff"][0] == 2 and moved["lambda_eff"][1].after < settings.lambda_eff
+    assert result.final_care.lambda_eff == moved["lambda_eff"][1].after
+    assert {g.care.lambda_eff for g in result.groups if g.update == 3} == {
+        result.final_care.lambda_eff
+    }
+    assert {g.fingerprint for g in result.groups} == {done.fingerprint, wifi_off.fingerprint}
     assert len(result.groups) == settings.updates * settings.tasks_per_update
     changed = [n for n, p in base.model.named_parameters() if not torch.equal(p, before[n])]
     assert changed, "two updates with non-zero advantages must move the weights"
     assert Regime.EFFICIENCY in result.regimes_met
-    care, budget = settings.care, settings.budget
+    budget = settings.budget
     for group in result.groups:
+        care = group.care
         for s, p, e, r, tokens in zip(
             group.successes,
             group.progress,
@@ -137,7 +155,7 @@ def test_a_short_rl_run_changes_the_model_and_records_care_rewards(tmp_path: Pat
             assert all(group.successes)
     spread = [g for g in result.groups if len(set(g.costs)) > 1]
     assert any(g.regime is Regime.EFFICIENCY for g in spread)
-    assert execution_cost(Rollout(True, 1.0, 0, 0), budget, care.token_weight) == 0.0
+    assert execution_cost(Rollout(True, 1.0, 0, 0), budget, settings.token_weight) == 0.0
 
 
 def test_fewer_rl_tasks_than_one_update_takes_are_refused(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ from tests.storage.builders import make_version, write_shards
 from tests.training.builders import FrozenDataset, frozen_dataset, train_tasks
 from training.base_model import TINY, BaseModel
 from training.base_model import load_base as load_model_folder
+from training.chat_model import LocalChatModel
 from training.evaluate import Evaluation
 from training.export import RL_TASKS, SFT
 from training.settings import SftSettings, TrainRequest
@@ -51,6 +52,7 @@ from training.trainer import (
     Curves,
     TrainingData,
     TrainingError,
+    dev_probe,
     development_set,
     evaluate_model,
     load_base,
@@ -572,3 +574,15 @@ def test_an_existing_model_folder_is_never_overwritten(trained: Trained, tmp_pat
         assert catalog.latest_feedback() is None
     assert _listing(tmp_path / "models") == [trained.name, f"{trained.name}/config.json"]
     assert (folder / "config.json").read_text() == '{"mine": true}'
+
+
+def test_the_schedule_probe_is_a_greedy_development_evaluation(trained: Trained) -> None:
+    """What the schedule controller reads: the development success rate and mean cost of
+    the model being trained, the same numbers its evaluation reports."""
+    probe = dev_probe(trained.dev, trained.request)
+    policy = LocalChatModel(trained.base.model, trained.base.tokenizer, name=trained.name)
+    success, cost = probe(policy)
+    report = trained.evaluation.report
+    attempts = sum(t.attempts for t in report.tasks)
+    assert success == sum(t.successes for t in report.tasks) / attempts
+    assert cost == report.cost.mean_cost
