@@ -53,7 +53,7 @@ from trl.trainer.grpo_trainer import GRPOTrainer
 
 from agents.policies.chat_format import opening_messages, task_view
 from agents.runner import run_episode
-from contract import InvalidInputError, TaskSpec, Trajectory
+from contract import InvalidInputError, TaskSpec
 from envs.sandbox import MobileSandbox
 from training.base_model import BaseModel as Base
 from training.care import CareConfig, Regime, Rollout, care_group
@@ -154,7 +154,6 @@ def run_rl(
     *,
     on_update: Callable[[UpdateRecord], None] | None = None,
     dev_probe: DevProbe | None = None,
-    on_trajectory: Callable[[Trajectory], None] | None = None,
 ) -> RlResult:
     """Train ``base.model`` in place for ``settings.updates`` updates on ``tasks``."""
     if len(tasks) < settings.tasks_per_update:  # TRL would drop the short batch: no update
@@ -164,9 +163,6 @@ def run_rl(
             f"{len(tasks)} RL task(s)",
             [f"1 <= tasks_per_update <= {max(1, len(tasks))}"],
         )
-    unknown = sorted({t.id for t in tasks} - {t.id for t in tasks if t.verifier})
-    if unknown:
-        raise InvalidInputError("tasks", f"{unknown[0]} has no verifier to reward rollouts")
     torch.manual_seed(settings.seed)
     result = RlResult(final_care=settings.care)
     by_id = {t.id: t for t in tasks}
@@ -181,7 +177,7 @@ def run_rl(
     )
 
     def rollout(prompts: list[Any], trainer: GRPOTrainer) -> dict[str, Any]:
-        return _rollouts(prompts, by_id, policy, settings, state, on_trajectory)
+        return _rollouts(prompts, by_id, policy, settings, state)
 
     batch = settings.tasks_per_update * settings.group_size
     args = GRPOConfig(
@@ -251,7 +247,6 @@ def _rollouts(
     policy: LocalChatModel,
     settings: RlSettings,
     state: _RunState,
-    on_trajectory: Callable[[Trajectory], None] | None,
 ) -> dict[str, Any]:
     out: dict[str, list[Any]] = {
         key: []
@@ -288,8 +283,6 @@ def _rollouts(
         out["output_tokens"].append(trace.generated_tokens)
         out["tool_calls"].append(trajectory.cost.tool_calls)
         state.result.trajectories += 1
-        if on_trajectory is not None:
-            on_trajectory(trajectory)
     return {**out, "logprobs": None}
 
 
