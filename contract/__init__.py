@@ -47,7 +47,7 @@ from contract.enums import (
 )
 from contract.errors import FlywheelError, InvalidInputError, SchemaError
 from contract.feedback import ExecutionError, Feedback, StateChange
-from contract.model import ModelRecord, TrainingMethod
+from contract.model import AliasChange, ModelAlias, ModelRecord, TrainingMethod
 from contract.plan import (
     REPAIR_PATTERN,
     GenerationPlan,
@@ -106,6 +106,7 @@ __all__ = [
     "ActionKind",
     "ActionOrderCheck",
     "ActionPattern",
+    "AliasChange",
     "AnswerCheck",
     "ApprovalDecision",
     "Capability",
@@ -141,6 +142,7 @@ __all__ = [
     "MemorySearch",
     "MemoryWrite",
     "MixTarget",
+    "ModelAlias",
     "ModelRecord",
     "Outcome",
     "PlanChange",

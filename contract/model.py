@@ -4,6 +4,9 @@ A model is identified by its content, like every record of the contract: ``id`` 
 ``model-`` and a digest of every other field (``created_at`` and ``path`` included), so
 registering the same checkpoint twice stores it once, and two checkpoints of one run
 (other weights, other time) never share an id.
+
+Registry aliases name the models a deployment uses; every change of one is kept as an
+``AliasChange``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import ClassVar
 
 from pydantic import AwareDatetime, ConfigDict, Field, JsonValue
 
-from contract.base import IdentifiedRecord
+from contract.base import IdentifiedRecord, Record
 
 
 class TrainingMethod(StrEnum):
@@ -68,4 +71,31 @@ class ModelRecord(IdentifiedRecord):
     created_at: AwareDatetime = Field(description="when the checkpoint was written")
     flow_run_id: str | None = Field(
         default=None, min_length=1, description="the orchestrator's run that trained it"
+    )
+
+
+class ModelAlias(StrEnum):
+    """A registry alias: a name the deployment flow points at one registered model."""
+
+    CHAMPION = "champion"
+    """The model served."""
+    CANDIDATE = "candidate"
+    """The last model proposed for serving."""
+    PREVIOUS = "previous"
+    """The champion before the current one: what a rollback restores."""
+
+
+class AliasChange(Record):
+    """One change of a registry alias, as the append-only alias history keeps it."""
+
+    alias: ModelAlias = Field(description="champion, candidate or previous")
+    model_id: str | None = Field(
+        pattern=r"^model-", description="the model the alias now names; None when cleared"
+    )
+    changed_at: AwareDatetime = Field(description="when the alias changed")
+    reason: str = Field(
+        min_length=1, pattern=r"\S", description="why it changed, for a person reading"
+    )
+    deployment_id: str | None = Field(
+        default=None, min_length=1, description="the deployment that changed it, if any"
     )

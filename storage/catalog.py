@@ -25,10 +25,12 @@ import pyarrow as pa
 
 from contract import (
     TRUSTED_IDS,
+    AliasChange,
     CurationRecord,
     DatasetApproval,
     DatasetVersion,
     FeedbackReport,
+    ModelAlias,
     ModelRecord,
     RejectedTask,
     Review,
@@ -75,6 +77,8 @@ TABLES = (
     "feedback_reports",
     "feedback_tasks",
     "models",
+    "model_aliases",
+    "model_alias_history",
 )
 
 _DIRECT_CHECKPOINT = "1MB"
@@ -675,6 +679,67 @@ class Catalog:
         registered last), if any."""
         with self._connect() as con:
             return models.latest(con)
+
+    # -- model aliases ------------------------------------------------------------------
+
+    def set_alias(
+        self,
+        alias: ModelAlias | str,
+        model_id: str,
+        *,
+        reason: str,
+        deployment_id: str | None = None,
+        at: datetime | None = None,
+    ) -> AliasChange:
+        """Point ``alias`` at the registered model ``model_id`` (InvalidInputError naming
+        ``model_id`` otherwise) and record the change, in one transaction."""
+        name = models.parse_alias(alias)
+        with self._write() as con:
+            return models.set_alias(
+                con, name, model_id, reason=reason, deployment_id=deployment_id, at=at
+            )
+
+    def alias(self, alias: ModelAlias | str) -> ModelRecord | None:
+        """The model ``alias`` points at, or None when it is not set."""
+        name = models.parse_alias(alias)
+        with self._connect() as con:
+            model_id = models.alias_target(con, name)
+            return models.load(con, model_id) if model_id is not None else None
+
+    def aliases(self) -> dict[ModelAlias, ModelRecord]:
+        """Every set alias and its model (champion, candidate, previous order)."""
+        with self._connect() as con:
+            return models.alias_models(con)
+
+    def promote(
+        self,
+        model_id: str,
+        *,
+        reason: str,
+        deployment_id: str | None = None,
+        at: datetime | None = None,
+    ) -> tuple[AliasChange, ...]:
+        """Make the registered model ``model_id`` the champion, in one transaction: the
+        champion before becomes ``previous``, and ``candidate`` is cleared if it named
+        ``model_id``. The changes made, in order; () when it is the champion already."""
+        with self._write() as con:
+            return models.promote(con, model_id, reason=reason, deployment_id=deployment_id, at=at)
+
+    def rollback(
+        self, *, reason: str, deployment_id: str | None = None, at: datetime | None = None
+    ) -> tuple[AliasChange, ...]:
+        """Restore the previous champion, in one transaction: ``champion`` := ``previous``,
+        and ``previous`` := the champion before that one (cleared when there is none).
+        The changes made; InvalidInputError naming ``previous`` when nothing is to
+        restore."""
+        with self._write() as con:
+            return models.rollback(con, reason=reason, deployment_id=deployment_id, at=at)
+
+    def alias_history(self, alias: ModelAlias | str | None = None) -> list[AliasChange]:
+        """Every change of every alias, or of ``alias``, oldest first."""
+        name = models.parse_alias(alias) if alias is not None else None
+        with self._connect() as con:
+            return models.alias_history(con, name)
 
     # -- all ----------------------------------------------------------------------------
 

@@ -221,12 +221,33 @@ _V5_MODELS: Migration = (
 """Version 5: the model registry, every checkpoint with its lineage (the whole record, and
 the columns its queries filter on)."""
 
+_V6_ALIASES: Migration = (
+    """CREATE TABLE model_aliases (
+        alias VARCHAR PRIMARY KEY CHECK (alias IN ('champion', 'candidate', 'previous')),
+        model_id VARCHAR NOT NULL,
+        changed_at TIMESTAMP NOT NULL
+    )""",
+    """CREATE TABLE model_alias_history (
+        seq BIGINT PRIMARY KEY,
+        alias VARCHAR NOT NULL CHECK (alias IN ('champion', 'candidate', 'previous')),
+        model_id VARCHAR,
+        changed_at TIMESTAMP NOT NULL,
+        reason VARCHAR NOT NULL,
+        deployment_id VARCHAR,
+        action VARCHAR NOT NULL CHECK (action IN ('set', 'promote', 'rollback'))
+    )""",
+)
+"""Version 6: registry aliases (a set alias has a row; a cleared one has none) and the
+append-only history of their changes, in ``seq`` order, with the operation that made each
+(what a rollback replays to find the champion before the previous one)."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     _V1_RECORDS,
     _V2_SHARDS,
     _V3_GATE,
     _V4_FEEDBACK,
     _V5_MODELS,
+    _V6_ALIASES,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
