@@ -41,6 +41,7 @@ from accelerate import PartialState
 from accelerate.utils import gather_object
 from transformers.utils import logging as hf_logging
 
+from cli.train import resolve_dataset
 from contract import FlywheelError, InvalidInputError, ModelRecord, TaskSpec, TrainingMethod
 from flows.settings import catalog_path, load_settings
 from storage import Catalog
@@ -52,7 +53,6 @@ from training.rl import GroupRecord, RlResult, UpdateRecord, run_rl, update_reco
 from training.settings import TINY, TrainRequest, parse_assignments
 from training.sft import SftResult, run_sft
 
-LATEST = "latest"
 DDP_TIMEOUT = timedelta(minutes=30)
 """Of the collectives in training: transformers' default ``ddp_timeout`` (the process
 group is created here, before the trainers, so it is set here)."""
@@ -127,11 +127,8 @@ def plan_run(home: Path, request: TrainRequest, processes: int = 1) -> Plan:
     RL needs ``rl.tasks_per_update`` distinct tasks per process and update: with fewer,
     TRL's sampler makes no batch and trains no step, which is refused here."""
     with Catalog.open(catalog_path(home)) as catalog:
-        if request.dataset_id == LATEST:
-            latest = catalog.latest_dataset_id()
-            if latest is None:
-                raise LaunchError("--dataset latest: the catalog has no dataset version yet")
-            request = request.model_copy(update={"dataset_id": latest})
+        dataset_id = resolve_dataset(catalog, request.dataset_id)
+        request = request.model_copy(update={"dataset_id": dataset_id})
         data = steps.prepare(catalog, home, request)
     if request.uses_rl:
         check_rl_tasks(len(data.rl_tasks), request.rl.tasks_per_update, processes)

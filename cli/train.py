@@ -9,12 +9,26 @@ from typing import Annotated, Any, cast
 import typer
 
 from cli.output import emit_json, table
+from contract import InvalidInputError
+from storage import Catalog
 from training.settings import parse_assignments
 
 models_app = typer.Typer(help="Trained models in the registry.", no_args_is_help=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 LATEST = "latest"
+
+
+def resolve_dataset(catalog: Catalog, dataset: str) -> str:
+    """``dataset``, with ``latest`` read as the catalog's newest frozen version."""
+    if dataset != LATEST:
+        return dataset
+    latest = catalog.latest_dataset_id()
+    if latest is None:
+        raise InvalidInputError(
+            "--dataset", "the catalog has no dataset version yet: run a round first"
+        )
+    return latest
 
 
 def run_train_command(
@@ -28,18 +42,11 @@ def run_train_command(
     """Run the ``trainer`` flow against the Prefect server and print what it made."""
     from flows.servers import ServerError, http_ok, prefect_api, resolve_prefect_api
     from flows.settings import load_settings
-    from storage import Catalog
     from training.settings import TrainRequest
 
     settings = load_settings()
     with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-        dataset_id = catalog.latest_dataset_id() if dataset == LATEST else dataset
-        if dataset_id is None:
-            from contract import InvalidInputError
-
-            raise InvalidInputError(
-                "--dataset", "the catalog has no dataset version yet: run a round first"
-            )
+        dataset_id = resolve_dataset(catalog, dataset)
         catalog.get_dataset(dataset_id)  # an unknown id fails here, before any flow run
     values = {"dataset_id": dataset_id, **parse_assignments(assignments)}
     if method is not None:

@@ -30,13 +30,13 @@ faster than batching pays for, and on a GPU the same loop runs on the device.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 import datasets
@@ -176,8 +176,10 @@ def run_rl(
         max_context=settings.max_context,
     )
 
+    sandbox = MobileSandbox()
+
     def rollout(prompts: list[Any], trainer: GRPOTrainer) -> dict[str, Any]:
-        return _rollouts(prompts, by_id, policy, settings, state)
+        return _rollouts(prompts, by_id, sandbox, policy, settings, state)
 
     batch = settings.tasks_per_update * settings.group_size
     args = GRPOConfig(
@@ -244,6 +246,7 @@ class _RunState:
 def _rollouts(
     prompts: list[Any],
     tasks: dict[str, TaskSpec],
+    sandbox: MobileSandbox,
     policy: LocalChatModel,
     settings: RlSettings,
     state: _RunState,
@@ -265,8 +268,8 @@ def _rollouts(
     for prompt in prompts:
         task = tasks[prompt[0]["task_id"]]
         policy.sessions.clear()
-        trajectory = run_episode(
-            task, MobileSandbox(), policy, max_steps=settings.max_steps, stop_when_verified=True
+        trajectory = run_episode(  # one sandbox for the run: its world cache serves the G resets
+            task, sandbox, policy, max_steps=settings.max_steps, stop_when_verified=True
         )
         trace = policy.sessions[0].trace if policy.sessions else None
         if trace is None:
@@ -403,7 +406,7 @@ def update_record(
         by_regime.setdefault(g.regime.value, []).extend(g.rewards)
     return UpdateRecord(
         update=update,
-        loss=loss if math.isfinite(loss) else 0.0,
+        loss=loss,  # NaN stays NaN: a diverged run must show in its curve
         mean_reward=_mean(rewards),
         success_rate=_mean([float(s) for s in successes]),
         mean_output_tokens=_mean([float(t) for t in tokens]),
@@ -415,4 +418,4 @@ def update_record(
 
 
 def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
+    return fmean(values) if values else 0.0
