@@ -43,7 +43,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-## bench: throughput figures: sandbox, catalog ingest, a round against plain Python, curation to export at 200k, dedup against datasketch, SFT tokens/s and RL rollouts/s
+## bench: throughput figures: sandbox, catalog ingest, a round against plain Python, curation to export at 200k, dedup against datasketch, SFT tokens/s and RL rollouts/s, the model server's requests/s and swap seconds
 bench: $(STAMP)
 	$(BIN)/flywheel bench sandbox
 	$(BIN)/flywheel bench ingest
@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(BIN)/flywheel bench curation
 	$(BIN)/flywheel bench dedup
 	$(BIN)/flywheel bench training
+	$(BIN)/flywheel bench serving
 
 ## lock: re-resolve pyproject.toml and rewrite requirements.lock
 lock:

@@ -14,6 +14,7 @@ import typer
 from pydantic import ValidationError
 
 import cli.export  # noqa: F401  (registers ``datasets export`` on datasets_app)
+from cli.deploy import deploy_app, run_loop_command, serve_deployments
 from cli.feedback import feedback_app
 from cli.gate import gate_app
 from cli.plan import plan_app
@@ -43,6 +44,7 @@ app.add_typer(gate_app, name="gate")
 app.add_typer(feedback_app, name="feedback")
 app.add_typer(plan_app, name="plan")
 app.add_typer(models_app, name="models")
+app.add_typer(deploy_app, name="deploy")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 CapabilityOpt = Annotated[Capability | None, typer.Option(help="only this capability")]
@@ -50,6 +52,7 @@ DifficultyOpt = Annotated[Difficulty | None, typer.Option(help="only this diffic
 SplitOpt = Annotated[Split | None, typer.Option(help="train or dev (held out)")]
 CountOpt = Annotated[int, typer.Option("--n", min=0, help="how many")]
 SeedOpt = Annotated[int, typer.Option(min=0, help="random seed")]
+POLICY_HELP = "scripted, openai, or champion (the model server's)"
 
 
 @contract_app.command("schema")
@@ -151,7 +154,7 @@ def tasks_validate(
 def episode(
     n: CountOpt = 5,
     seed: SeedOpt = 0,
-    policy: Annotated[str, typer.Option(help="scripted or openai")] = "scripted",
+    policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "scripted",
     fault_rate: Annotated[
         float | None, typer.Option(min=0.0, max=1.0, help="scripted: share of faulty episodes")
     ] = None,
@@ -185,7 +188,7 @@ def episode(
 def round_(
     tasks: Annotated[int | None, typer.Option(min=1, help="tasks to construct")] = None,
     seed: Annotated[int | None, typer.Option(min=0, help="seed of task construction")] = None,
-    policy: Annotated[str | None, typer.Option(help="scripted or openai")] = None,
+    policy: Annotated[str | None, typer.Option(help=POLICY_HELP)] = None,
     fault_rate: Annotated[
         float | None, typer.Option(min=0.0, max=1.0, help="scripted: share of faulty episodes")
     ] = None,
@@ -258,6 +261,43 @@ def train(
         assignments=assignments or [],
         as_json=as_json,
     )
+
+
+@app.command("loop")
+def loop(
+    rounds: Annotated[int, typer.Option(min=1, max=100, help="turns of round, train, deploy")] = 2,
+    tasks: Annotated[
+        int | None, typer.Option(min=1, help="tasks per round [default: settings]")
+    ] = None,
+    collect_with: Annotated[
+        str,
+        typer.Option(help="champion (the served model, once there is one) or settings"),
+    ] = "champion",
+    assignments: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="a trainer parameter for every turn, e.g. sft.max_steps=60 (repeatable)",
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """The closed loop as the Prefect flow ``loop``: each turn runs a round (collected by
+    the served champion), trains on its dataset and deploys the result; plots per turn."""
+    run_loop_command(
+        rounds=rounds,
+        tasks=tasks,
+        collect_with=collect_with,
+        assignments=assignments or [],
+        as_json=as_json,
+    )
+
+
+@app.command("serve")
+def serve() -> None:
+    """Register and serve the Prefect deployments: the scheduled round (cron from
+    settings), trainer, deployment, rollback and loop, each with a form in the UI."""
+    serve_deployments()
 
 
 @bench_app.command("sandbox")
@@ -358,6 +398,31 @@ def bench_training(
         emit_json(result.to_json())
     else:
         typer.echo(report(result))
+
+
+@bench_app.command("serving")
+def bench_serving(
+    requests: Annotated[int, typer.Option(min=1, help="sequential chat completions")] = 20,
+    episodes: Annotated[int, typer.Option(min=1, help="sandbox episodes via the server")] = 4,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="tokens per reply")] = 32,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="torch threads (default: the cores)")
+    ] = None,
+    seed: SeedOpt = 0,
+) -> None:
+    """The model server on the tiny model: start-up, requests/s and latency, tokens/s
+    against the same generation in-process, episodes/s, and seconds per model swap."""
+    from bench.serving import run_serving_benchmark
+
+    typer.echo(
+        run_serving_benchmark(
+            requests=requests,
+            episodes=episodes,
+            max_new_tokens=max_new_tokens,
+            threads=threads,
+            seed=seed,
+        )
+    )
 
 
 def _read_json(path: Path) -> Any:

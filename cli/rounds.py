@@ -28,10 +28,11 @@ def run_round_command(
     as_json: bool,
 ) -> None:
     """Run ``flywheel_round`` against the Prefect server and print what it made."""
+    from cli.prefect import live_prefect_api, run_url
     from contract import InvalidInputError
     from flows.policies import POLICIES
     from flows.round import flywheel_round
-    from flows.servers import ServerError, http_ok, prefect_api, resolve_prefect_api
+    from flows.servers import prefect_api
     from flows.settings import APPROVAL_MODES, load_settings
     from human_gate import GATES
     from storage import Catalog
@@ -45,13 +46,7 @@ def run_round_command(
     settings = load_settings()
     with Catalog.open(settings.catalog_path):
         pass  # a bad state folder or catalog fails here, before any flow run exists
-    api = resolve_prefect_api(settings.home, settings.prefect.port)
-    if not http_ok(api.rstrip("/") + "/health"):
-        raise ServerError(
-            f"the Prefect API at {api} does not answer: start it, or unset PREFECT_API_URL "
-            "to use the local server (flywheel server start)"
-        )
-    typer.echo(f"Prefect API: {api}", err=True)
+    api = live_prefect_api(settings)
     run_flow = cast("Callable[..., dict[str, Any]]", flywheel_round)  # the flow validates
     with prefect_api(api):
         summary = run_flow(
@@ -64,8 +59,7 @@ def run_round_command(
             approval=approval,
             round_id=round_id,
         )
-    ui = api.removesuffix("/api")
-    run_url = f"{ui}/runs/flow-run/{summary['flow_run_id']}" if summary["flow_run_id"] else ui
+    page = run_url(api, summary["flow_run_id"])
     if as_json:
         emit_json(
             {
@@ -75,11 +69,11 @@ def run_round_command(
                 "approval": summary["approval"],
                 "counts": summary["counts"],
                 "capabilities": summary["capabilities"],
-                "prefect_ui": run_url,
+                "prefect_ui": page,
             }
         )
         return
-    typer.echo(_round_text(summary, run_url))
+    typer.echo(_round_text(summary, page))
     if summary["dataset_version"]:
         with Catalog.open(settings.catalog_path, read_only=True) as catalog:
             dataset = catalog.dataset_summary(summary["dataset_version"])

@@ -12,11 +12,12 @@ if TYPE_CHECKING:
     from flows.servers import ManagedServer
 
 server_app = typer.Typer(
-    help="Local servers (Prefect, Label Studio): start, stop, status; state under <home>/servers/.",
+    help="Local servers (Prefect, Label Studio, the model): start, stop, status; "
+    "state under <home>/servers/.",
     no_args_is_help=True,
 )
 
-NameArg = Annotated[str, typer.Argument(help="which server (prefect, label-studio)")]
+NameArg = Annotated[str, typer.Argument(help="which server (prefect, label-studio, model)")]
 HomeOpt = Annotated[
     Path | None, typer.Option(help="state folder [default: settings, FLYWHEEL_HOME]")
 ]
@@ -74,10 +75,11 @@ def server_status(
 
 def _server(name: str, home: Path | None, port: int | None) -> ManagedServer:
     """The named server, with home and port from the options or else from settings."""
-    from flows.servers import known_server
+    from flows.servers import SERVERS, known_server
     from flows.settings import load_settings
 
     settings = load_settings()
-    section = getattr(settings, name.replace("-", "_"), None)
+    kind = SERVERS.get(name)
+    section = getattr(settings, (kind.section if kind else "") or name.replace("-", "_"), None)
     port = port or getattr(section, "port", None)
     return known_server(name, home or settings.home, port, settings)

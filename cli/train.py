@@ -9,6 +9,7 @@ from typing import Annotated, Any, cast
 import typer
 
 from cli.output import emit_json, table
+from cli.prefect import live_prefect_api, run_url
 from contract import InvalidInputError
 from storage import Catalog
 from training.settings import parse_assignments
@@ -40,7 +41,7 @@ def run_train_command(
     as_json: bool,
 ) -> None:
     """Run the ``trainer`` flow against the Prefect server and print what it made."""
-    from flows.servers import ServerError, http_ok, prefect_api, resolve_prefect_api
+    from flows.servers import prefect_api
     from flows.settings import load_settings
     from training.settings import TrainRequest
 
@@ -54,13 +55,7 @@ def run_train_command(
     if base is not None:
         values["base"] = base
     request = TrainRequest.of(values)  # bad values are named before any flow run exists
-    api = resolve_prefect_api(settings.home, settings.prefect.port)
-    if not http_ok(api.rstrip("/") + "/health"):
-        raise ServerError(
-            f"the Prefect API at {api} does not answer: start it, or unset PREFECT_API_URL "
-            "to use the local server (flywheel server start)"
-        )
-    typer.echo(f"Prefect API: {api}", err=True)
+    api = live_prefect_api(settings)
     from flows.trainer import trainer  # torch and TRL load only for a run
 
     run_flow = cast("Callable[..., dict[str, Any]]", trainer)
@@ -75,9 +70,7 @@ def run_train_command(
             eval_samples=request.eval_samples,
             seed=request.seed,
         )
-    ui = api.removesuffix("/api")
-    run_id = summary["flow_run_id"]
-    summary["prefect_ui"] = f"{ui}/runs/flow-run/{run_id}" if run_id else ui
+    summary["prefect_ui"] = run_url(api, summary["flow_run_id"])
     if as_json:
         emit_json(summary)
         return
@@ -91,16 +84,11 @@ TRAINER_DEPLOYMENT = "train"
 def serve_trainer() -> None:
     """Register the ``trainer`` flow as a deployment and serve its runs until interrupted:
     the Prefect UI then starts training from the deployment's form."""
-    from flows.servers import ServerError, http_ok, prefect_api, resolve_prefect_api
+    from flows.servers import prefect_api
     from flows.settings import load_settings
 
     settings = load_settings()
-    api = resolve_prefect_api(settings.home, settings.prefect.port)
-    if not http_ok(api.rstrip("/") + "/health"):
-        raise ServerError(
-            f"the Prefect API at {api} does not answer: start it, or unset PREFECT_API_URL "
-            "to use the local server (flywheel server start)"
-        )
+    api = live_prefect_api(settings, announce=False)
     from flows.trainer import trainer  # torch and TRL load only to serve
 
     ui = api.removesuffix("/api")

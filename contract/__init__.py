@@ -47,7 +47,14 @@ from contract.enums import (
 )
 from contract.errors import FlywheelError, InvalidInputError, SchemaError
 from contract.feedback import ExecutionError, Feedback, StateChange
-from contract.model import AliasChange, ModelAlias, ModelRecord, TrainingMethod
+from contract.model import (
+    AliasChange,
+    DeploymentDecision,
+    DeploymentRecord,
+    ModelAlias,
+    ModelRecord,
+    TrainingMethod,
+)
 from contract.plan import (
     REPAIR_PATTERN,
     GenerationPlan,
@@ -121,6 +128,8 @@ __all__ = [
     "DatasetApproval",
     "DatasetMember",
     "DatasetVersion",
+    "DeploymentDecision",
+    "DeploymentRecord",
     "Difficulty",
     "DropReason",
     "ErrorKind",

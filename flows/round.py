@@ -95,7 +95,7 @@ def resolve_config(
         tasks=n,
         seed=settings.round.seed if seed is None else seed,
         policy=chosen_policy,
-        model=settings.policy.model if chosen_policy == "openai" else None,
+        model=_model_of(chosen_policy, settings),
         fault_rate=settings.episode.fault_rate if fault_rate is None else fault_rate,
         recovery_rate=settings.episode.recovery_rate,
         backend_fault_rate=(
@@ -108,6 +108,18 @@ def resolve_config(
         plan=plan if plan is not None else default_plan(n),
         target=settings.balance.target(),
     )
+
+
+def _model_of(policy: PolicyName, settings: FlywheelSettings) -> str | None:
+    """The model an LLM policy collects with: the endpoint's model name, or the registry id
+    of the champion the model server serves now."""
+    if policy == "openai":
+        return settings.policy.model
+    if policy == "champion":
+        from flows.policies import served_champion
+
+        return served_champion(settings)
+    return None
 
 
 @task(name="plan", cache_policy=NO_CACHE)

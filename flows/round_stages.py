@@ -113,7 +113,9 @@ def collect_one_shard(
     path = shard_path(home, round_id, shard)
     if shard_complete(path):
         return read_trajectory_shard(path)
-    policy = build_policy(config.policy, settings, config.fault_rate, config.recovery_rate)
+    policy = build_policy(
+        config.policy, settings, config.fault_rate, config.recovery_rate, config.model
+    )
 
     def lease(attempt: int) -> Backend:
         return local_sandbox(config.backend_fault_rate, attempt)

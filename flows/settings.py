@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 CONFIG_ENV = "FLYWHEEL_CONFIG"
 DEFAULT_CONFIG = Path("flywheel.toml")
-PolicyName = Literal["scripted", "openai"]
+PolicyName = Literal["scripted", "openai", "champion"]
 GateName = Literal["auto", "label-studio"]
 ApprovalMode = Literal["auto", "person"]
 APPROVAL_MODES: tuple[ApprovalMode, ...] = ("auto", "person")
@@ -272,6 +272,76 @@ class LabelStudioSettings(Section):
         return self
 
 
+class ServingSettings(Section):
+    """The model server the champion answers behind (``flywheel server start model``)."""
+
+    port: int = Field(default=8000, ge=1024, le=65535, description="model server port")
+    engine: Literal["auto", "local", "vllm"] = Field(
+        default="auto",
+        description="local: the CPU server of serving/; vllm: `vllm serve` (needs a GPU); "
+        "auto: vllm when it is installed and a GPU is present, else local",
+    )
+    max_new_tokens: int = Field(
+        default=256, ge=1, le=8192, description="most tokens a reply may have"
+    )
+    threads: int = Field(
+        default=0, ge=0, le=256, description="torch threads of the local server; 0: torch's own"
+    )
+    start_timeout_s: float = Field(
+        default=180.0, gt=0, description="how long starting a server may take to answer"
+    )
+
+
+class DeploymentSettings(Section):
+    """The promotion gate and who approves a promotion (``flywheel deploy``)."""
+
+    min_overall_gain: float = Field(
+        default=0.01, ge=0, le=1, description="delta: how much the Overall must improve"
+    )
+    max_capability_drop: float = Field(
+        default=0.02, ge=0, le=1, description="epsilon: how much a capability may regress"
+    )
+    approval: ApprovalMode = Field(
+        default="auto",
+        description="auto: the gate decides; person: a promotion the gate allows waits for "
+        "someone to approve it in the Prefect UI",
+    )
+    timeout_s: float = Field(
+        default=86_400, ge=1, description="how long a paused deployment waits for a person"
+    )
+    serve: bool = Field(default=True, description="serve the champion after a promotion")
+
+
+class ScheduleSettings(Section):
+    """When ``flywheel serve`` runs scheduled rounds."""
+
+    cron: str = Field(default="0 3 * * 1", description="cron of the scheduled round (in timezone)")
+    timezone: str = Field(default="UTC", min_length=1, description="time zone of the cron")
+    active: bool = Field(default=True, description="false: registered, but paused")
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        from prefect.client.schemas.schedules import CronSchedule
+
+        try:
+            CronSchedule(cron=value)
+        except ValidationError:
+            raise ValueError(f"{value!r} is not a cron expression (e.g. '0 3 * * 1')") from None
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{value!r} is not an IANA time zone (e.g. 'Europe/Paris')") from None
+        return value
+
+
 class FlywheelSettings(BaseSettings):
     # Errors never quote their input: a section's input holds its secrets (tokens, keys).
     model_config = SettingsConfigDict(
@@ -289,6 +359,9 @@ class FlywheelSettings(BaseSettings):
     agent_llm: AgentLLMSettings = Field(default_factory=AgentLLMSettings)
     gate: GateSettings = Field(default_factory=GateSettings)
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    serving: ServingSettings = Field(default_factory=ServingSettings)
+    deployment: DeploymentSettings = Field(default_factory=DeploymentSettings)
+    schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     planning: dict[str, float] = Field(
         default_factory=dict,
         description="overrides of the plan's rules: fields of curation.planning.PlanningConfig",

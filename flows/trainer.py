@@ -182,9 +182,11 @@ def trainer(
     dev_tasks: int = 16,
     eval_samples: int = 1,
     seed: int = 0,
+    deploy: bool = False,
 ) -> dict[str, Any]:
     """Train on frozen dataset version ``dataset_id`` from ``base`` (``tiny``, or a local
-    model folder) by ``method``; evaluate on the development set; register the model."""
+    model folder) by ``method``; evaluate on the development set; register the model.
+    With ``deploy``, then run the ``deployment`` flow on it (promoted if the gate allows)."""
     request = TrainRequest.of(
         {
             "dataset_id": dataset_id,
@@ -198,7 +200,13 @@ def trainer(
         }
     )
     record, report = run_training(load_settings().home, request)
+    deployed: dict[str, Any] | None = None
+    if deploy:
+        from flows.deployment import deployment
+
+        deployed = deployment(model=record.id)
     return {
+        "deployment": deployed,
         "model_id": record.id,
         "name": record.name,
         "path": record.path,

@@ -1,5 +1,5 @@
 """The DuckDB catalog: rounds, tasks, trajectories, curation, reviews, dataset versions,
-feedback reports and models.
+feedback reports, models and deployments.
 
 One DuckDB file. DuckDB locks a file per process, so the catalog holds a connection only
 for the length of one operation. Every write runs in one transaction and is idempotent
@@ -29,6 +29,7 @@ from contract import (
     CurationRecord,
     DatasetApproval,
     DatasetVersion,
+    DeploymentRecord,
     FeedbackReport,
     ModelAlias,
     ModelRecord,
@@ -38,7 +39,7 @@ from contract import (
     TaskSpec,
     Trajectory,
 )
-from storage import carry_over, dataset_diff, datasets, feedback, ingest, models
+from storage import carry_over, dataset_diff, datasets, deployments, feedback, ingest, models
 from storage.bulk import gc_paused
 from storage.errors import CatalogError, UnknownIdError
 from storage.feedback import FeedbackSummary
@@ -79,6 +80,7 @@ TABLES = (
     "models",
     "model_aliases",
     "model_alias_history",
+    "deployments",
 )
 
 _DIRECT_CHECKPOINT = "1MB"
@@ -740,6 +742,38 @@ class Catalog:
         name = models.parse_alias(alias) if alias is not None else None
         with self._connect() as con:
             return models.alias_history(con, name)
+
+    # -- deployments --------------------------------------------------------------------
+
+    def record_deployment(self, record: DeploymentRecord) -> tuple[AliasChange, ...]:
+        """Store a deployment decision and apply its alias effect, in one transaction: a
+        promotion promotes ``candidate_id``, a rollback restores the previous champion
+        (which must be ``candidate_id``), any other decision changes no alias. The alias
+        changes made, each naming the deployment; () for the same record again.
+
+        Refuses (InvalidInputError naming the field) a model id that is not registered, a
+        ``champion_id`` that is not the champion now (another deployment came first), and a
+        rollback whose ``candidate_id`` is not ``previous``; nothing is written then."""
+        with self._write() as con:
+            return deployments.record(con, record)
+
+    def deployments(self, limit: int | None = None) -> list[DeploymentRecord]:
+        """Deployments, newest first (by ``created_at``, then the one recorded last); the
+        first ``limit`` when given."""
+        with self._connect() as con:
+            return deployments.newest_first(con, limit)
+
+    def deployment(self, deployment_id: str) -> DeploymentRecord:
+        """The deployment ``deployment_id``; InvalidInputError naming ``deployment_id`` if
+        there is none such."""
+        with self._connect() as con:
+            return deployments.load(con, deployment_id)
+
+    def latest_deployment(self) -> DeploymentRecord | None:
+        """The most recently created deployment (among equal ``created_at``, the one
+        recorded last), if any."""
+        found = self.deployments(limit=1)
+        return found[0] if found else None
 
     # -- all ----------------------------------------------------------------------------
 

@@ -241,6 +241,24 @@ _V6_ALIASES: Migration = (
 append-only history of their changes, in ``seq`` order, with the operation that made each
 (what a rollback replays to find the champion before the previous one)."""
 
+_V7_DEPLOYMENTS: Migration = (
+    """CREATE TABLE deployments (
+        id VARCHAR PRIMARY KEY,
+        decision VARCHAR NOT NULL CHECK (
+            decision IN ('promoted', 'refused', 'rejected', 'failed', 'rolled_back')
+        ),
+        candidate_id VARCHAR,
+        champion_id VARCHAR,
+        served_id VARCHAR,
+        flow_run_id VARCHAR,
+        created_at TIMESTAMP NOT NULL,
+        recorded_at TIMESTAMP NOT NULL,
+        record JSON USING COMPRESSION zstd NOT NULL
+    )""",
+)
+"""Version 7: every deployment decision with its trace (the whole record, and the columns
+its queries filter on); the alias changes it made name it in ``model_alias_history``."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     _V1_RECORDS,
     _V2_SHARDS,
@@ -248,6 +266,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _V4_FEEDBACK,
     _V5_MODELS,
     _V6_ALIASES,
+    _V7_DEPLOYMENTS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -73,6 +73,11 @@ def _require(con: duckdb.DuckDBPyConnection, field: str, value: str, table: str,
     raise InvalidInputError(field, f"{value!r} is not {what} in the catalog ({known})")
 
 
+def require_model(con: duckdb.DuckDBPyConnection, field: str, model_id: str) -> None:
+    """Refuse (InvalidInputError naming ``field``) a model id that is not registered."""
+    _require(con, field, model_id, "models", "a registered model")
+
+
 def load(con: duckdb.DuckDBPyConnection, model_id: str) -> ModelRecord:
     """The registered model ``model_id``; UnknownIdError if there is none such."""
     rows = con.execute("SELECT record FROM models WHERE id = ?", [model_id]).fetchall()

@@ -170,11 +170,15 @@ class OpenAIPolicy:
         max_attempts: int = 4,
         backoff_s: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
+        recorded_as: str | None = None,
     ) -> None:
         if max_attempts < 1:
             raise InvalidInputError("max_attempts", "must be at least 1")
         self._client = client
         self.model = model
+        self.recorded_as = recorded_as or model
+        """The model trajectories name: ``model``, or what an alias stands for (the
+        registry id behind ``champion``)."""
         self.temperature = temperature
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
@@ -182,7 +186,7 @@ class OpenAIPolicy:
 
     @property
     def info(self) -> PolicyInfo:
-        return PolicyInfo(name=OPENAI_POLICY, version=self.model, model=self.model)
+        return PolicyInfo(name=OPENAI_POLICY, version=self.recorded_as, model=self.recorded_as)
 
     def start(self, task: TaskSpec, view: TaskView) -> ChatSession:
         """A session that sees ``view`` only (``task`` is not read)."""

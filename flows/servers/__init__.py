@@ -2,7 +2,8 @@
 
 ``managed`` runs any one server (its PID file, log and health check); ``prefect`` and
 ``label_studio`` define the two the flywheel needs, with the APIs and credentials code
-uses to reach them; ``registry`` names them for ``flywheel server start|stop|status``.
+uses to reach them; ``model`` serves the registry's champion; ``registry`` names them for
+``flywheel server start|stop|status``.
 Everything public is importable from here.
 """
 
@@ -30,6 +31,7 @@ from flows.servers.managed import (
     http_ok,
     port_in_use,
 )
+from flows.servers.model import MODEL_DEFAULT_PORT, SERVED_AS, ModelServer, model_server
 from flows.servers.prefect import (
     PREFECT_DEFAULT_PORT,
     local_prefect_api,
@@ -44,13 +46,16 @@ __all__ = [
     "LABEL_STUDIO_DEFAULT_PORT",
     "LABEL_STUDIO_DEFAULT_USERNAME",
     "LABEL_STUDIO_VENV_ENV",
+    "MODEL_DEFAULT_PORT",
     "PREFECT_DEFAULT_PORT",
     "REPO_ROOT",
+    "SERVED_AS",
     "SERVERS",
     "LabelStudioAccess",
     "LabelStudioAccount",
     "LabelStudioServer",
     "ManagedServer",
+    "ModelServer",
     "ServerError",
     "ServerKind",
     "ServerSpec",
@@ -63,6 +68,7 @@ __all__ = [
     "label_studio_server",
     "label_studio_venv",
     "local_prefect_api",
+    "model_server",
     "port_in_use",
     "prefect_api",
     "prefect_server",

@@ -13,6 +13,7 @@ from flows.servers.label_studio import (
     _label_studio_from_settings,
 )
 from flows.servers.managed import ManagedServer
+from flows.servers.model import MODEL_DEFAULT_PORT, model_server
 from flows.servers.prefect import PREFECT_DEFAULT_PORT, prefect_server
 
 if TYPE_CHECKING:
@@ -23,13 +24,15 @@ if TYPE_CHECKING:
 class ServerKind:
     """A server the flywheel knows by name: its title, default port and factory.
 
-    The factory gets the settings for servers that need more than a port (accounts).
+    The factory gets the settings for servers that need more than a port (accounts);
+    ``section`` names the settings section that holds the port.
     """
 
     title: str
     default_port: int
     build: Callable[[Path, int, FlywheelSettings | None], ManagedServer]
     has_ui: bool = False
+    section: str = ""
 
 
 SERVERS: Mapping[str, ServerKind] = {
@@ -40,6 +43,14 @@ SERVERS: Mapping[str, ServerKind] = {
             home, port, settings.label_studio if settings else None
         ),
         has_ui=True,
+    ),
+    "model": ServerKind(
+        "Model",
+        MODEL_DEFAULT_PORT,
+        lambda home, port, settings: model_server(
+            home, port, settings.serving if settings else None
+        ),
+        section="serving",
     ),
     "prefect": ServerKind(
         "Prefect", PREFECT_DEFAULT_PORT, lambda home, port, _: prefect_server(home, port), True

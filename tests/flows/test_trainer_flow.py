@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -154,66 +153,3 @@ def test_the_prefect_form_of_the_trainer_has_typed_parameters() -> None:
     assert sft["learning_rate"]["exclusiveMinimum"] == 0 and sft["max_steps"]["default"] == 30
     rl = definitions["RlSettings"]["properties"]
     assert {"group_size", "epsilon_low", "epsilon_high", "lambda_eff", "p_high"} <= set(rl)
-
-
-def _get(api: str, path: str) -> Any:
-    with urllib.request.urlopen(api.rstrip("/") + path, timeout=30) as response:
-        return json.loads(response.read())
-
-
-@pytest.mark.slow
-def test_a_run_started_from_the_served_deployment_registers_a_model(
-    prefect_api_url: str, tmp_path: Path
-) -> None:
-    """What the Prefect UI's Run button does: a flow run of the served deployment, its
-    parameters given as the form sends them (plain JSON objects for the settings)."""
-    dataset = frozen_dataset(tmp_path, train_tasks("toggle_phone_setting", 2)).version.id
-    env = command_env(
-        tmp_path, prefect_api_url, PREFECT_RUNNER_POLL_FREQUENCY="1", OMP_NUM_THREADS="1"
-    )
-    server = subprocess.Popen(
-        [FLYWHEEL, "train", "--serve"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deployment = None
-        for _ in range(120):
-            try:
-                deployment = _get(prefect_api_url, "/deployments/name/trainer/train")
-                break
-            except urllib.error.HTTPError:
-                time.sleep(0.5)
-        assert deployment is not None, "the deployment was never registered"
-        schema = deployment["parameter_openapi_schema"]
-        assert schema["required"] == ["dataset_id"]
-        parameters = {
-            "dataset_id": dataset,
-            "method": "sft",
-            "sft": {"max_steps": 2, "batch_size": 1},
-            "rl": {"max_steps": 1, "max_new_tokens": 8},
-            "dev_tasks": 2,
-        }
-        run = _api(
-            prefect_api_url,
-            f"/deployments/{deployment['id']}/create_flow_run",
-            {"parameters": parameters},
-        )
-        state = ""
-        for _ in range(300):
-            state = _get(prefect_api_url, f"/flow_runs/{run['id']}")["state"]["type"]
-            if state in {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}:
-                break
-            time.sleep(1)
-        assert state == "COMPLETED", state
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-    with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        (model,) = catalog.list_models()
-    assert model.dataset_id == dataset and model.method.value == "sft"
-    assert model.flow_run_id == run["id"]
-    sft = model.hyperparameters["sft"]
-    assert isinstance(sft, dict) and sft["max_steps"] == 2

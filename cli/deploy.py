@@ -1,0 +1,250 @@
+"""``flywheel deploy``, ``flywheel loop`` and ``flywheel serve``: the deployment flow, the
+closed loop, and the Prefect deployments that run them on a schedule or from the UI."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, cast
+
+import typer
+
+from cli.output import emit_json, table
+from cli.prefect import live_prefect_api, run_url
+from contract import InvalidInputError
+
+deploy_app = typer.Typer(
+    help="Deploy a registered model (gate, approval, serving), roll back, read the records."
+)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
+
+
+@deploy_app.callback(invoke_without_command=True)
+def deploy(
+    ctx: typer.Context,
+    model: Annotated[
+        str, typer.Option(help="a model id or name, 'latest' or 'candidate'")
+    ] = "latest",
+    min_gain: Annotated[
+        float | None,
+        typer.Option(min=0.0, max=1.0, help="delta: Overall gain needed [default: settings]"),
+    ] = None,
+    max_drop: Annotated[
+        float | None,
+        typer.Option(min=0.0, max=1.0, help="epsilon: capability drop allowed [default: settings]"),
+    ] = None,
+    approval: Annotated[
+        str | None, typer.Option(help="auto, or person (the run pauses in the Prefect UI)")
+    ] = None,
+    serve: Annotated[
+        bool | None, typer.Option("--serve/--no-serve", help="serve a promoted model")
+    ] = None,
+    reevaluate: Annotated[
+        bool, typer.Option(help="evaluate both models again even when reports exist")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Evaluate a registered model against the champion on the development set; promote
+    and serve it if the gate allows; record the decision."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from flows.settings import APPROVAL_MODES, load_settings
+
+    if approval is not None and approval not in APPROVAL_MODES:
+        raise InvalidInputError("approval", f"unknown approval mode {approval!r}", APPROVAL_MODES)
+    settings = load_settings()
+    _check_model(settings, model)
+    api = live_prefect_api(settings)
+    from flows.deployment import deployment
+    from flows.servers import prefect_api
+
+    run_flow = cast("Callable[..., dict[str, Any]]", deployment)
+    with prefect_api(api):
+        record = run_flow(
+            model=model,
+            min_overall_gain=min_gain,
+            max_capability_drop=max_drop,
+            approval=approval,
+            serve=serve,
+            reevaluate=reevaluate,
+        )
+    _print_record(record, api, as_json)
+
+
+@deploy_app.command("rollback")
+def deploy_rollback(
+    reason: Annotated[str, typer.Option(help="why, for the record")] = "rolled back on request",
+    as_json: JsonFlag = False,
+) -> None:
+    """Serve the previous champion again and make it the champion."""
+    from flows.settings import load_settings
+
+    settings = load_settings()
+    api = live_prefect_api(settings)
+    from flows.deployment import rollback
+    from flows.servers import prefect_api
+
+    with prefect_api(api):
+        record = cast("Callable[..., dict[str, Any]]", rollback)(reason=reason)
+    _print_record(record, api, as_json)
+
+
+@deploy_app.command("list")
+def deploy_list(as_json: JsonFlag = False) -> None:
+    """Every deployment decision, newest first."""
+    from flows.settings import load_settings
+    from storage import Catalog
+
+    with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
+        records = catalog.deployments()
+    if as_json:
+        emit_json([r.model_dump(mode="json") for r in records])
+        return
+    rows = [
+        (
+            r.id,
+            f"{r.created_at:%Y-%m-%d %H:%M}",
+            r.decision.value,
+            r.candidate_id or "-",
+            r.served_id or "-",
+            "-" if r.overall_gain is None else f"{r.overall_gain:+.3f}",
+        )
+        for r in records
+    ]
+    headers = ("deployment", "at", "decision", "candidate", "served", "gain")
+    typer.echo(table(headers, rows) if rows else "no deployments yet")
+
+
+@deploy_app.command("show")
+def deploy_show(deployment_id: str, as_json: JsonFlag = False) -> None:
+    """One deployment's trace: models, reports, harness, endpoint, decision, reasons."""
+    from flows.settings import load_settings
+    from storage import Catalog
+
+    with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
+        record = catalog.deployment(deployment_id)
+    if as_json:
+        emit_json(record.model_dump(mode="json"))
+        return
+    typer.echo(_record_text(record.model_dump(mode="json")))
+
+
+def run_loop_command(
+    *, rounds: int, tasks: int | None, collect_with: str, assignments: list[str], as_json: bool
+) -> None:
+    """Run the ``loop`` flow and print the table of its turns."""
+    from flows.settings import load_settings
+    from training.settings import TrainRequest, parse_assignments
+
+    if collect_with not in ("champion", "settings"):
+        raise InvalidInputError(
+            "collect-with", f"unknown value {collect_with!r}", ("champion", "settings")
+        )
+    values = parse_assignments(assignments)
+    if "dataset_id" in values:
+        raise InvalidInputError("--set", "dataset_id: each turn trains on its round's dataset")
+    training = TrainRequest.of({"dataset_id": "ds-each-turn", **values})
+    settings = load_settings()
+    api = live_prefect_api(settings)
+    from flows.loop import loop
+    from flows.servers import prefect_api
+
+    with prefect_api(api):
+        result = cast("Callable[..., dict[str, Any]]", loop)(
+            rounds=rounds,
+            tasks=tasks,
+            collect_with=collect_with,
+            base=training.base,
+            method=training.method,
+            sft=training.sft,
+            rl=training.rl,
+            dev_tasks=training.dev_tasks,
+            seed=training.seed,
+        )
+    page = run_url(api, result["flow_run_id"])
+    if as_json:
+        emit_json({**result, "prefect_ui": page})
+        return
+    turns = result["turns"]
+    rows = [
+        (
+            t["turn"],
+            t["round_id"],
+            t["collected_by"],
+            t["dataset_size"],
+            t["decision"] or t["note"],
+            t["champion_id"] or "-",
+            "-" if t["overall"] is None else f"{t['overall']:.3f}",
+            "-" if t["mean_cost"] is None else f"{t['mean_cost']:.3f}",
+        )
+        for t in turns
+    ]
+    headers = (
+        "turn",
+        "round",
+        "collected by",
+        "dataset",
+        "decision",
+        "champion",
+        "overall",
+        "mean cost",
+    )
+    typer.echo(table(headers, rows))
+    typer.echo(f"\nPlots per turn (the artifact 'loop-progress'): {page}")
+
+
+def serve_deployments() -> None:
+    """Register the flywheel's deployments and serve their runs until interrupted."""
+    from flows.settings import load_settings
+
+    settings = load_settings()
+    api = live_prefect_api(settings, announce=False)
+    from prefect import serve
+
+    from flows.deployments import flywheel_deployments
+    from flows.servers import prefect_api
+
+    ui = api.removesuffix("/api")
+    schedule = settings.schedule
+    typer.echo(
+        f"Serving the flywheel's deployments at {ui}/deployments: flywheel_round/scheduled "
+        f"(cron '{schedule.cron}' {schedule.timezone}"
+        f"{'' if schedule.active else ', paused'}), trainer/train, deployment/deploy, "
+        "rollback/rollback, loop/loop. Ctrl-C stops.",
+        err=True,
+    )
+    with prefect_api(api):
+        serve(*flywheel_deployments(settings), print_starting_message=False)
+
+
+def _check_model(settings: Any, model: str) -> None:
+    """An unknown model is named before any flow run exists."""
+    from flows.deployment import resolve_model
+    from storage import Catalog
+
+    with Catalog.open(settings.catalog_path, read_only=True) as catalog:
+        resolve_model(catalog, model)
+
+
+def _print_record(record: dict[str, Any], api: str, as_json: bool) -> None:
+    record = {**record, "prefect_ui": run_url(api, record.get("flow_run_id"))}
+    if as_json:
+        emit_json(record)
+        return
+    typer.echo(_record_text(record))
+
+
+def _record_text(record: dict[str, Any]) -> str:
+    gain = record["overall_gain"]
+    lines = [
+        f"Deployment {record['id']}: {record['decision']}.",
+        f"Candidate: {record['candidate_id'] or '-'}; champion before: "
+        f"{record['champion_id'] or 'none'}; served now: {record['served_id'] or 'nothing'}"
+        + (f" at {record['endpoint']}" if record["endpoint"] else ""),
+        f"Overall gain: {'n/a' if gain is None else f'{gain:+.3f}'}; approver: "
+        f"{record['approver'] or '-'}",
+        *(f"- {reason}" for reason in record["reasons"]),
+    ]
+    if record.get("prefect_ui"):
+        lines.append(f"Prefect UI: {record['prefect_ui']}")
+    return "\n".join(lines)

@@ -1,0 +1,253 @@
+"""``loop``: K turns of the flywheel, round → train → deploy, each feeding the next.
+
+Each turn runs the three flows as subflows:
+
+1. ``flywheel_round`` plans from the newest feedback report (the last training's and
+   deployment's evaluations) and collects with the served champion once there is one
+   (``collect_with = champion``; the first turn, with no champion yet, uses the settings'
+   policy). Its trajectories are the deployment's traces;
+2. ``trainer`` trains on the dataset version the round froze, continuing from the
+   champion's weights when there is one (``from_champion``), else from ``base``;
+3. ``deployment`` evaluates that model against the champion and promotes it if the gate
+   allows, which changes what the next turn collects with.
+
+A turn whose round froze no dataset version (nothing was approved: an untrained model
+fails everything) trains and deploys nothing; the table says so. After every turn the
+``loop-progress`` artifact shows, per turn, the champion's development-set Overall and
+success per capability, the dataset size, and the champion's mean cost, as a table and
+as plots.
+
+No ``from __future__ import annotations`` (Prefect validates these annotations).
+"""
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.runtime import flow_run
+from pydantic import BaseModel, Field
+
+from contract import Capability, FeedbackReport, ModelAlias, ModelRecord, TrainingMethod
+from flows.deployment import deployment
+from flows.round import flywheel_round
+from flows.servers.model import ModelServer
+from flows.settings import FlywheelSettings, catalog_path, load_settings
+from storage import Catalog
+from training.plots import Series, line_chart, markdown_figure
+from training.settings import TINY, RlSettings, SftSettings
+
+
+class Turn(BaseModel):
+    """One turn of the loop, as the progress table shows it."""
+
+    turn: int
+    round_id: str
+    collected_by: str
+    trajectories: int
+    dataset_id: str | None
+    dataset_size: int
+    model_id: str | None = None
+    decision: str | None = None
+    champion_id: str | None = None
+    overall: float | None = None
+    capability_scores: dict[str, float] = Field(default_factory=dict)
+    mean_cost: float | None = None
+    note: str = ""
+
+
+@flow(name="loop")
+def loop(
+    rounds: Annotated[int, Field(ge=1, le=100)] = 2,
+    tasks: Annotated[int, Field(ge=1)] | None = None,
+    collect_with: Literal["champion", "settings"] = "champion",
+    from_champion: bool = True,
+    base: str = TINY,
+    method: TrainingMethod = TrainingMethod.SFT_RL,
+    sft: SftSettings | None = None,
+    rl: RlSettings | None = None,
+    dev_tasks: Annotated[int, Field(ge=1)] = 16,
+    seed: Annotated[int, Field(ge=0)] = 0,
+) -> dict[str, Any]:
+    """``rounds`` turns of round → train → deploy (module docstring). ``tasks`` per
+    round and the round's policy come from settings when unset."""
+    settings = load_settings()
+    log = get_run_logger()
+    turns: list[Turn] = []
+    for number in range(1, rounds + 1):
+        policy = _collector(settings, collect_with)
+        summary = flywheel_round(tasks=tasks, seed=seed + number - 1, policy=policy)
+        dataset_id = summary["dataset_version"]
+        turn = Turn(
+            turn=number,
+            round_id=summary["round_id"],
+            collected_by=_collected_by(settings.home, summary["round_id"]),
+            trajectories=summary["counts"].get("collected", 0),
+            dataset_id=dataset_id,
+            dataset_size=summary["counts"].get("in_dataset", 0) if dataset_id else 0,
+        )
+        if dataset_id is None:
+            turn.note = "the round froze no dataset version: nothing to train on"
+        else:
+            champion = _champion(settings.home) if from_champion else None
+            start = champion.path if champion is not None else base
+            trained = _train(dataset_id, start, method, sft, rl, dev_tasks, seed)
+            record = deployment(model=trained["model_id"])
+            turn.model_id = trained["model_id"]
+            turn.decision = record["decision"]
+        _score(settings.home, turn)
+        turns.append(turn)
+        log.info(
+            "turn %d/%d: %s, dataset %s (%d), champion %s, Overall %s",
+            number,
+            rounds,
+            turn.round_id,
+            turn.dataset_id,
+            turn.dataset_size,
+            turn.champion_id,
+            turn.overall,
+        )
+        publish_progress(turns)
+    return {
+        "flow_run_id": str(flow_run.get_id() or "") or None,
+        "turns": [t.model_dump(mode="json") for t in turns],
+    }
+
+
+def _collector(settings: FlywheelSettings, collect_with: str) -> Any:
+    """``champion`` once there is one (served now if it was not), else the settings'."""
+    if collect_with != "champion" or _champion(settings.home) is None:
+        return None
+    ModelServer(settings.home, settings.serving.port, settings.serving).start()
+    return "champion"
+
+
+def _train(
+    dataset_id: str,
+    base: str,
+    method: TrainingMethod,
+    sft: SftSettings | None,
+    rl: RlSettings | None,
+    dev_tasks: int,
+    seed: int,
+) -> dict[str, Any]:
+    from flows.trainer import trainer  # torch and TRL load only when a turn trains
+
+    return trainer(
+        dataset_id=dataset_id,
+        base=base,
+        method=method,
+        sft=sft,
+        rl=rl,
+        dev_tasks=dev_tasks,
+        seed=seed,
+    )
+
+
+def _champion(home: Path) -> ModelRecord | None:
+    if not catalog_path(home).exists():  # before the first round
+        return None
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        return catalog.alias(ModelAlias.CHAMPION)
+
+
+def _collected_by(home: Path, round_id: str) -> str:
+    """The policies (and models) that collected the round's trajectories."""
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        policies = {
+            t.metadata.policy.model or t.metadata.policy.name
+            for t in catalog.trajectories_of_round(round_id)
+        }
+    return ", ".join(sorted(policies)) or "nothing"
+
+
+def _score(home: Path, turn: Turn) -> None:
+    """The champion after the turn, and its development-set report."""
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        champion = catalog.alias(ModelAlias.CHAMPION)
+        report: FeedbackReport | None = None
+        if champion is not None:
+            report = _champion_report(catalog, champion)
+    if champion is None or report is None:
+        return
+    turn.champion_id = champion.id
+    turn.overall = report.overall
+    turn.capability_scores = {c.value: s for c, s in report.capability_scores.items()}
+    turn.mean_cost = report.cost.mean_cost
+
+
+def _champion_report(catalog: Catalog, champion: ModelRecord) -> FeedbackReport | None:
+    """The report the last deployment that served ``champion`` compared it by."""
+    for record in catalog.deployments():
+        if record.served_id == champion.id and record.decision.value == "promoted":
+            report_id = record.candidate_report_id
+            return catalog.get_feedback(report_id) if report_id else None
+    return catalog.get_feedback(champion.feedback_id) if champion.feedback_id else None
+
+
+def publish_progress(turns: list[Turn]) -> None:
+    """The ``loop-progress`` artifacts: a table, and plots per turn."""
+    create_table_artifact(
+        key="loop-progress-table",
+        table=[
+            {
+                "turn": t.turn,
+                "round": t.round_id,
+                "collected by": t.collected_by,
+                "dataset size": t.dataset_size,
+                "decision": t.decision or t.note,
+                "champion": t.champion_id,
+                "overall": t.overall,
+                "mean cost": t.mean_cost,
+            }
+            for t in turns
+        ],
+        description="The flywheel loop, turn by turn",
+    )
+    create_markdown_artifact(
+        key="loop-progress", markdown=progress_markdown(turns), description="The loop's plots"
+    )
+
+
+def progress_markdown(turns: list[Turn]) -> str:
+    """Plots of the champion's scores, the dataset size and the mean cost per turn."""
+    scored = [t for t in turns if t.overall is not None]
+    scores = [Series("overall", tuple((t.turn, t.overall or 0.0) for t in scored))]
+    scores += [
+        Series(
+            c.value,
+            tuple(
+                (t.turn, t.capability_scores[c.value])
+                for t in scored
+                if c.value in t.capability_scores
+            ),
+        )
+        for c in Capability
+    ]
+    charts = {
+        "development success of the champion": line_chart(
+            [s for s in scores if s.points],
+            title="Champion on the development set",
+            x_label="turn",
+            y_label="success",
+        ),
+        "dataset size": line_chart(
+            [Series("dataset", tuple((t.turn, float(t.dataset_size)) for t in turns))],
+            title="Dataset version size",
+            x_label="turn",
+            y_label="members",
+        ),
+        "mean cost": line_chart(
+            [
+                Series(
+                    "mean cost",
+                    tuple((t.turn, t.mean_cost) for t in scored if t.mean_cost is not None),
+                )
+            ],
+            title="Champion's mean normalized cost",
+            x_label="turn",
+            y_label="cost",
+        ),
+    }
+    figures = "\n\n".join(markdown_figure(svg, title) for title, svg in charts.items())
+    return f"# The flywheel loop: {len(turns)} turn(s)\n\n{figures}\n"

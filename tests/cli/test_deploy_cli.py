@@ -1,0 +1,115 @@
+"""``flywheel loop`` and ``flywheel deploy``: bad input is refused by name before any flow
+run (and before the Prefect API is even looked for); the records read from the catalog."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from cli.main import app, main
+from contract import InvalidInputError
+from storage import Catalog, CatalogError
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A state folder named by ``FLYWHEEL_HOME``, an empty settings file, and a Prefect
+    API that fails the test if anything asks for it."""
+    for name in list(os.environ):
+        if name.startswith("FLYWHEEL_"):
+            monkeypatch.delenv(name)
+    config = tmp_path / "flywheel.toml"
+    config.write_text("")
+    monkeypatch.setenv("FLYWHEEL_CONFIG", str(config))
+    monkeypatch.setenv("FLYWHEEL_HOME", str(tmp_path / "home"))
+
+    def no_prefect(*args: object, **kwargs: object) -> str:
+        raise AssertionError("the command reached the Prefect API")
+
+    monkeypatch.setattr("cli.deploy.live_prefect_api", no_prefect)
+    return tmp_path / "home"
+
+
+def _catalog(home: Path) -> Path:
+    path = home / "catalog.duckdb"
+    Catalog.open(path).close()
+    return path
+
+
+def _refused(args: list[str]) -> InvalidInputError:
+    result: Result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, InvalidInputError), repr(result.exception)
+    return result.exception
+
+
+@pytest.mark.parametrize(
+    ("args", "field", "needle"),
+    [
+        (["loop", "--set", "dataset_id=ds-x"], "--set", "each turn trains on its round's"),
+        (["loop", "--collect-with", "nobody"], "collect-with", "'nobody'"),
+        (["loop", "--set", "sft.learning_rate=0"], "sft.learning_rate", ""),
+        (["loop", "--set", "rl.group_size=1"], "rl.group_size", ""),
+        (["loop", "--set", "nothing"], "--set", "is not KEY=VALUE"),
+        (["deploy", "--approval", "maybe"], "approval", "'maybe'"),
+    ],
+)
+def test_bad_input_is_refused_by_name_before_any_flow_run(
+    home: Path, args: list[str], field: str, needle: str
+) -> None:
+    refused = _refused(args)
+    assert refused.field == field
+    assert needle in str(refused)
+    assert not home.exists()  # no catalog, no server state: nothing ran
+
+
+def test_the_allowed_values_are_listed(home: Path) -> None:
+    assert _refused(["loop", "--collect-with", "nobody"]).allowed == ("champion", "settings")
+    assert _refused(["deploy", "--approval", "maybe"]).allowed == ("auto", "person")
+
+
+def test_deploy_list_of_a_fresh_catalog_is_empty(home: Path) -> None:
+    _catalog(home)
+    result = runner.invoke(app, ["deploy", "list", "--json"])
+    assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
+    assert json.loads(result.stdout) == []
+    assert result.stdout == "[]\n"
+
+    result = runner.invoke(app, ["deploy", "list"])
+    assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
+    assert result.stdout == "no deployments yet\n"
+
+
+def test_deploy_show_of_an_unknown_deployment_names_deployment_id(home: Path) -> None:
+    _catalog(home)
+    refused = _refused(["deploy", "show", "dep-nope"])
+    assert refused.field == "deployment_id"
+    assert "'dep-nope' is not a deployment in the catalog (the catalog has none yet)" in str(
+        refused
+    )
+
+
+def test_deploy_list_without_a_catalog_says_to_run_a_round(home: Path) -> None:
+    result = runner.invoke(app, ["deploy", "list"])
+    assert result.exit_code == 1
+    assert isinstance(result.exception, CatalogError)
+    assert "run a round first" in str(result.exception)
+
+
+def test_the_flywheel_command_prints_the_refusal_and_exits_1(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["flywheel", "deploy", "--approval", "maybe"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 1
+    assert capsys.readouterr().err == (
+        "error: approval: unknown approval mode 'maybe' (allowed: auto, person)\n"
+    )

@@ -1,0 +1,81 @@
+"""``flywheel loop`` against the real Prefect server: two turns of round → train → deploy,
+the second round collected by the served champion through its OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+from prefect import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+from contract import DeploymentDecision, ModelAlias
+from flows.servers import ModelServer, free_port, prefect_api
+from storage import Catalog
+from tests.flows.commands import flywheel_json
+from tests.flows.test_trainer_flow import TINY_TRAINING
+
+
+@pytest.mark.slow
+def test_two_turns_close_the_loop(prefect_api_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    settings = {
+        "FLYWHEEL_SERVING__PORT": str(port),
+        "FLYWHEEL_SERVING__THREADS": "1",
+        "FLYWHEEL_SERVING__MAX_NEW_TOKENS": "8",
+        "FLYWHEEL_SERVING__ENGINE": "local",
+        "FLYWHEEL_EPISODE__MAX_STEPS": "3",
+        "OMP_NUM_THREADS": "1",
+    }
+    try:
+        result: dict[str, Any] = flywheel_json(
+            tmp_path,
+            prefect_api_url,
+            "loop",
+            "--rounds",
+            "2",
+            "--tasks",
+            "10",
+            *TINY_TRAINING,
+            **settings,
+        )
+    finally:
+        ModelServer(tmp_path, port).stop()
+
+    first, second = result["turns"]
+    # Turn 1: the scripted teacher collects; the first model trained is promoted.
+    assert first["collected_by"] == "scripted"
+    assert first["dataset_size"] > 0 and first["decision"] == DeploymentDecision.PROMOTED
+    assert first["champion_id"] == first["model_id"] and first["overall"] is not None
+    # Turn 2: the served champion collected the round, through the model server.
+    assert second["collected_by"] == first["model_id"]
+    assert second["trajectories"] > 0
+    with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
+        collected = catalog.trajectories_of_round(second["round_id"])
+        champion = catalog.alias(ModelAlias.CHAMPION)
+        reports = catalog.list_feedback()
+    assert {t.metadata.policy.name for t in collected} == {"openai"}
+    assert any(step.model_output is not None for t in collected for step in t.steps)
+    # What turn 2 trained on (if its champion-collected round approved anything) was
+    # deployed against turn 1's champion; otherwise the turn says why nothing was trained.
+    if second["dataset_id"] is None:
+        assert second["decision"] is None and "no dataset" in second["note"]
+    else:
+        assert second["decision"] in {d.value for d in DeploymentDecision}
+    assert champion is not None and champion.id == second["champion_id"]
+    assert len(reports) >= 1
+
+    # The loop's progress is in the Prefect UI: a table and plots, per turn.
+    with prefect_api(prefect_api_url), get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(result["flow_run_id"])])
+            )
+        )
+    tables = [str(a.data) for a in artifacts if a.key == "loop-progress-table"]
+    plots = [str(a.data) for a in artifacts if a.key == "loop-progress"]
+    assert len(tables) == len(plots) == 2, "one of each per turn"
+    assert any(first["round_id"] in t and second["round_id"] in t for t in tables)
+    assert all(p.count("data:image/svg+xml;base64,") == 3 for p in plots)

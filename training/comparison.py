@@ -1,0 +1,178 @@
+"""A candidate against the champion: both on the development set, under one harness.
+
+The promotion gate (``training/promotion.py``) compares two feedback reports; they are
+comparable only if both models ran the same development tasks, with the same seeds, under
+the same harness: step budget, attempts per task, reply length, context, cost budget.
+``Harness.of_model`` reads it from a registered model's training request (the candidate's
+decides), and ``report_for`` returns a model's report under it:
+
+- the report registered with the model when it was measured under that very harness on
+  the current development set (greedy decoding on the sandbox is deterministic, so
+  running it again would only repeat it), unless ``reevaluate``;
+- otherwise a new evaluation of the model's folder (source ``evaluation``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from contract import FeedbackReport, FeedbackSource, InvalidInputError, ModelRecord, TaskSpec
+from training.base_model import load_base
+from training.care import Budget
+from training.chat_model import LocalChatModel
+from training.evaluate import Evaluation, evaluate
+from training.settings import TrainRequest
+
+PRODUCED_BY = "flywheel-deployment"
+CHAT_FORMAT = "chatml+tool_call-json"
+"""How the served model reads tools and writes calls (``training/chat_model.py``)."""
+
+
+@dataclass(frozen=True)
+class Harness:
+    """Everything about an evaluation except the model and the tasks (the development set
+    is the catalog's, stored once: its fingerprints are compared separately)."""
+
+    max_steps: int
+    samples: int
+    max_new_tokens: int
+    max_context: int
+    token_weight: float
+    budget_tokens: int
+    budget_calls: int
+
+    @classmethod
+    def of_model(cls, record: ModelRecord) -> Harness:
+        """The harness ``record`` was evaluated under when it was trained."""
+        request = request_of(record)
+        budget = request.rl.budget
+        return cls(
+            max_steps=request.rl.max_steps,
+            samples=request.eval_samples,
+            max_new_tokens=request.rl.max_new_tokens,
+            max_context=request.rl.max_context,
+            token_weight=request.rl.token_weight,
+            budget_tokens=budget.output_tokens,
+            budget_calls=budget.tool_calls,
+        )
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(output_tokens=self.budget_tokens, tool_calls=self.budget_calls)
+
+    def to_json(self) -> dict[str, Any]:
+        """The harness as the deployment trace records it."""
+        return {**asdict(self), "policy": "greedy local model", "chat_format": CHAT_FORMAT}
+
+
+def request_of(record: ModelRecord) -> TrainRequest:
+    """The training request ``record`` was registered with; InvalidInputError naming
+    ``model`` for a record the trainer did not register (its hyperparameters do not say
+    how it was evaluated)."""
+    try:
+        return _request_of(record)
+    except InvalidInputError as exc:
+        raise InvalidInputError(
+            "model",
+            f"{record.id} was not registered by the trainer, so its evaluation harness is "
+            f"unknown ({exc})",
+        ) from None
+
+
+def _request_of(record: ModelRecord) -> TrainRequest:
+    return TrainRequest.of(
+        {
+            **record.hyperparameters,
+            "dataset_id": record.dataset_id,
+            "base": "tiny",  # the path it started from need not exist any more
+            "method": record.method,
+        }
+    )
+
+
+def reusable(
+    report: FeedbackReport | None, own: Harness, wanted: Harness, tasks: Sequence[TaskSpec]
+) -> bool:
+    """Whether ``report`` (measured under ``own``) stands for an evaluation under
+    ``wanted`` on ``tasks``: the same harness, and exactly those tasks."""
+    if report is None or own != wanted:
+        return False
+    return {t.fingerprint for t in report.tasks} == {t.fingerprint for t in tasks}
+
+
+def report_for(
+    record: ModelRecord,
+    registered: FeedbackReport | None,
+    harness: Harness,
+    tasks: Sequence[TaskSpec],
+    *,
+    reevaluate: bool = False,
+    on_episode: Callable[[int, int], None] | None = None,
+) -> tuple[FeedbackReport, bool]:
+    """``record``'s report under ``harness`` on ``tasks``, and whether it was reused
+    (module docstring). A folder that no longer loads is an ``InvalidInputError`` naming
+    the model."""
+    if not reevaluate and reusable(registered, Harness.of_model(record), harness, tasks):
+        assert registered is not None
+        return registered, True
+    return evaluate_model_folder(record, harness, tasks, on_episode=on_episode).report, False
+
+
+def evaluate_model_folder(
+    record: ModelRecord,
+    harness: Harness,
+    tasks: Sequence[TaskSpec],
+    *,
+    on_episode: Callable[[int, int], None] | None = None,
+) -> Evaluation:
+    """Greedy episodes of the registered model's weights on ``tasks`` under ``harness``."""
+    if not Path(record.path).is_dir():
+        raise InvalidInputError("model", f"{record.id}: its folder {record.path} is gone")
+    base = load_base(record.path)
+    policy = LocalChatModel(
+        base.model,
+        base.tokenizer,
+        name=record.id,
+        temperature=0.0,
+        max_new_tokens=harness.max_new_tokens,
+        max_context=harness.max_context,
+    )
+    return evaluate(
+        policy,
+        tasks,
+        model=record.id,
+        produced_by=PRODUCED_BY,
+        source=FeedbackSource.EVALUATION,
+        samples=harness.samples,
+        max_steps=harness.max_steps,
+        budget=harness.budget,
+        token_weight=harness.token_weight,
+        on_episode=on_episode,
+    )
+
+
+def capability_rows(
+    candidate: FeedbackReport, champion: FeedbackReport | None
+) -> list[dict[str, Any]]:
+    """Per capability (then Overall): the candidate's and the champion's success."""
+    scores: Mapping[Any, float] = champion.capability_scores if champion else {}
+    capabilities = sorted({*candidate.capability_scores, *scores}, key=lambda c: c.value)
+    rows = [
+        {
+            "capability": c.value,
+            "candidate": candidate.capability_scores.get(c),
+            "champion": scores.get(c) if champion else None,
+        }
+        for c in capabilities
+    ]
+    rows.append(
+        {
+            "capability": "overall",
+            "candidate": candidate.overall,
+            "champion": champion.overall if champion else None,
+        }
+    )
+    return rows
