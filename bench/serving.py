@@ -41,10 +41,7 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -53,7 +50,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import torch
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
 from transformers.utils import logging as hf_logging
 
@@ -61,11 +57,13 @@ from agents.policies.base import TaskView
 from agents.policies.chat_format import Message, format_tools, opening_messages
 from agents.policies.openai_policy import OpenAIPolicy, make_client
 from agents.runner import run_episode
+from bench.machine import cores, torch_threads, work_folder
 from contract import InvalidInputError, Outcome, TaskSpec
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
 from flows.servers import free_port
 from serving.client import ServingError, health, load_model, probe
+from serving.command import serve_command
 from serving.generation import load_folder, probe_model
 from training.base_model import (
     BaseModel,
@@ -225,7 +223,7 @@ def measure_serving(
     ):
         if value < 1:
             raise InvalidInputError(field, f"{value} is below 1")
-    with _threads(threads) as used, _workdir(workdir) as work:
+    with torch_threads(threads) as used, work_folder(workdir, "flywheel-bench-serving-") as work:
         started = time.perf_counter()
         sandbox = MobileSandbox()
         messages, tools = prompt(sandbox, seed)
@@ -244,7 +242,7 @@ def measure_serving(
         in_process = measure_in_process(base, messages, tools, requests, max_new_tokens)
     return ServingBenchmark(
         threads=used,
-        cores=_cores(),
+        cores=cores(),
         load_average=os.getloadavg()[0],
         device=str(device()),
         seed=seed,
@@ -309,25 +307,9 @@ def served(
     and the seconds until ``/health`` answered. Terminated (killed if it lingers) after."""
     port = free_port()
     model_id, name = MODELS[0]
-    argv = [
-        sys.executable,
-        "-m",
-        "serving",
-        "--model-dir",
-        str(folder),
-        "--model-id",
-        model_id,
-        "--name",
-        name,
-        "--port",
-        str(port),
-        "--served-as",
-        SERVED_AS,
-        "--max-new-tokens",
-        str(max_new_tokens),
-        "--threads",
-        str(threads),
-    ]
+    argv = serve_command(
+        folder, model_id, name, port, max_new_tokens=max_new_tokens, threads=threads
+    )
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     if omp_threads is not None:
         env["OMP_NUM_THREADS"] = str(omp_threads)
@@ -562,37 +544,3 @@ def _rate(count: float, seconds: float) -> float:
 
 def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else 0.0
-
-
-def _cores() -> int:
-    """The cores this process may use."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-@contextmanager
-def _threads(wanted: int | None) -> Iterator[int]:
-    """torch's intra-op threads set to ``wanted`` (default: ``_cores()``), then restored."""
-    before = torch.get_num_threads()
-    threads = wanted if wanted is not None else _cores()
-    if threads < 1:
-        raise InvalidInputError("threads", f"{threads} is below 1")
-    torch.set_num_threads(threads)
-    try:
-        yield threads
-    finally:
-        torch.set_num_threads(before)
-
-
-@contextmanager
-def _workdir(path: Path | None) -> Iterator[Path]:
-    if path is not None:
-        path.mkdir(parents=True, exist_ok=True)
-        yield path
-        return
-    tmp = Path(tempfile.mkdtemp(prefix="flywheel-bench-serving-"))
-    try:
-        yield tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

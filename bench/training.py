@@ -25,11 +25,8 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,12 +37,12 @@ from transformers import PreTrainedModel, Qwen2ForCausalLM
 
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
+from bench.machine import cores, torch_threads, work_folder
 from contract import (
     ApprovalDecision,
     DatasetApproval,
     DatasetMember,
     DatasetVersion,
-    InvalidInputError,
     MixTarget,
     Outcome,
     Split,
@@ -230,7 +227,10 @@ def run_training_benchmark(
     the larger one with a GPU). torch runs ``threads`` intra-op threads (default: the
     cores this process may use). ``workdir`` is kept; without it a temporary folder is
     used and removed."""
-    with _threads(threads) as used_threads, _workdir(workdir) as work:
+    with (
+        torch_threads(threads) as used_threads,
+        work_folder(workdir, "flywheel-bench-training-") as work,
+    ):
         started = time.perf_counter()
         home = work / "home"
         with Catalog.open(catalog_path(home)) as catalog:
@@ -265,7 +265,7 @@ def run_training_benchmark(
             skipped = None
     return TrainingBenchmark(
         threads=used_threads,
-        cores=_cores(),
+        cores=cores(),
         load_average=os.getloadavg()[0],
         device=str(device()),
         dataset=dataset,
@@ -529,37 +529,3 @@ def _ratio(a: float, b: float) -> float:
 def _synchronize() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-
-
-def _cores() -> int:
-    """The cores this process may use."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-@contextmanager
-def _threads(wanted: int | None) -> Iterator[int]:
-    """torch's intra-op threads set to ``wanted`` (default: ``_cores()``), then restored."""
-    before = torch.get_num_threads()
-    threads = wanted if wanted is not None else _cores()
-    if threads < 1:
-        raise InvalidInputError("threads", f"{threads} is below 1")
-    torch.set_num_threads(threads)
-    try:
-        yield threads
-    finally:
-        torch.set_num_threads(before)
-
-
-@contextmanager
-def _workdir(path: Path | None) -> Iterator[Path]:
-    if path is not None:
-        path.mkdir(parents=True, exist_ok=True)
-        yield path
-        return
-    tmp = Path(tempfile.mkdtemp(prefix="flywheel-bench-training-"))
-    try:
-        yield tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

@@ -16,8 +16,9 @@ from typing import Any
 
 from contract import ModelRecord
 from flows.servers.managed import ServerError
-from flows.servers.model import SERVED_AS, ModelServer
+from flows.servers.model import ModelServer
 from flows.settings import ServingSettings
+from serving import SERVED_AS
 from serving.client import ServingError, load_model, probe
 
 

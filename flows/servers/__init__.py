@@ -31,7 +31,7 @@ from flows.servers.managed import (
     http_ok,
     port_in_use,
 )
-from flows.servers.model import MODEL_DEFAULT_PORT, SERVED_AS, ModelServer, model_server
+from flows.servers.model import MODEL_DEFAULT_PORT, ModelServer, model_server
 from flows.servers.prefect import (
     PREFECT_DEFAULT_PORT,
     local_prefect_api,
@@ -49,7 +49,6 @@ __all__ = [
     "MODEL_DEFAULT_PORT",
     "PREFECT_DEFAULT_PORT",
     "REPO_ROOT",
-    "SERVED_AS",
     "SERVERS",
     "LabelStudioAccess",
     "LabelStudioAccount",

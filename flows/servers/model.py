@@ -8,19 +8,18 @@ server answers to the alias ``champion``, and to the model's registry id and nam
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contract import ModelAlias, ModelRecord
 from flows.servers.managed import ManagedServer, ServerError, ServerSpec, ServerStatus
+from serving import SERVED_AS
 
 if TYPE_CHECKING:
     from flows.settings import ServingSettings
 
 MODEL_DEFAULT_PORT = 8000
-SERVED_AS = "champion"
 
 
 class ModelServer(ManagedServer):
@@ -72,24 +71,16 @@ class ModelServer(ManagedServer):
             # The registry id first: vLLM answers every completion as its first name.
             names = model_names(model.id, model.name, SERVED_AS)
             return vllm_argv(Path(model.path), self.spec.port, names)
-        return (
-            sys.executable,
-            "-m",
-            "serving",
-            "--model-dir",
+        from serving.command import serve_command
+
+        return serve_command(
             model.path,
-            "--model-id",
             model.id,
-            "--name",
             model.name,
-            "--port",
-            str(self.spec.port),
-            "--served-as",
-            SERVED_AS,
-            "--max-new-tokens",
-            str(self.settings.max_new_tokens),
-            "--threads",
-            str(self.settings.threads),
+            self.spec.port,
+            served_as=SERVED_AS,
+            max_new_tokens=self.settings.max_new_tokens,
+            threads=self.settings.threads,
         )
 
     def champion(self) -> ModelRecord:

@@ -18,7 +18,6 @@ from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
 from flows.servers import (
     MODEL_DEFAULT_PORT,
-    SERVED_AS,
     SERVERS,
     ManagedServer,
     ModelServer,
@@ -28,6 +27,7 @@ from flows.servers import (
     model_server,
 )
 from flows.settings import FlywheelSettings, ServingSettings
+from serving import SERVED_AS
 from serving.__main__ import parser as serving_parser
 from storage import Catalog
 from tests.storage.builders import make_version, write_shards

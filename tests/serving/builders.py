@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
 from flows.servers import free_port
 from serving.client import health
+from serving.command import serve_command
 from training.base_model import BaseModel, render, save_model, tiny_model, train_tokenizer
 
 MAX_NEW_TOKENS = 16
@@ -55,21 +55,7 @@ def model_folders(root: Path, seeds: tuple[int, ...]) -> list[Path]:
 
 
 def serving_argv(folder: Path, model_id: str, name: str, port: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "serving",
-        "--model-dir",
-        str(folder),
-        "--model-id",
-        model_id,
-        "--name",
-        name,
-        "--port",
-        str(port),
-        "--max-new-tokens",
-        str(MAX_NEW_TOKENS),
-    ]
+    return list(serve_command(folder, model_id, name, port, max_new_tokens=MAX_NEW_TOKENS))
 
 
 def serving_env() -> dict[str, str]:
