@@ -130,7 +130,13 @@ def deploy_show(deployment_id: str, as_json: JsonFlag = False) -> None:
 
 
 def run_loop_command(
-    *, rounds: int, tasks: int | None, collect_with: str, assignments: list[str], as_json: bool
+    *,
+    rounds: int,
+    tasks: int | None,
+    collect_with: str,
+    teacher_share: float,
+    assignments: list[str],
+    as_json: bool,
 ) -> None:
     """Run the ``loop`` flow and print the table of its turns."""
     from flows.settings import load_settings
@@ -154,6 +160,7 @@ def run_loop_command(
             rounds=rounds,
             tasks=tasks,
             collect_with=collect_with,
+            teacher_share=teacher_share,
             base=training.base,
             method=training.method,
             sft=training.sft,

@@ -273,6 +273,12 @@ def loop(
         str,
         typer.Option(help="champion (the served model, once there is one) or settings"),
     ] = "champion",
+    teacher_share: Annotated[
+        float,
+        typer.Option(
+            min=0.0, max=1.0, help="share of a champion round's tasks the scripted teacher collects"
+        ),
+    ] = 0.5,
     assignments: Annotated[
         list[str] | None,
         typer.Option(
@@ -288,6 +294,7 @@ def loop(
         rounds=rounds,
         tasks=tasks,
         collect_with=collect_with,
+        teacher_share=teacher_share,
         assignments=assignments or [],
         as_json=as_json,
     )

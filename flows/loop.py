@@ -5,14 +5,16 @@ Each turn runs the three flows as subflows:
 1. ``flywheel_round`` plans from the newest feedback report (the last training's and
    deployment's evaluations) and collects with the served champion once there is one
    (``collect_with = champion``; the first turn, with no champion yet, uses the settings'
-   policy). Its trajectories are the deployment's traces;
+   policy). Its trajectories are the deployment's traces; ``teacher_share`` of its tasks
+   go to the scripted teacher, so a weak champion still leaves something to learn from;
 2. ``trainer`` trains on the dataset version the round froze, continuing from the
    champion's weights when there is one (``from_champion``), else from ``base``;
 3. ``deployment`` evaluates that model against the champion and promotes it if the gate
    allows, which changes what the next turn collects with.
 
-A turn whose round froze no dataset version (nothing was approved: an untrained model
-fails everything) trains and deploys nothing; the table says so. After every turn the
+A turn whose round froze no dataset version (nothing was approved: with
+``teacher_share`` 0 an untrained champion fails everything) trains and deploys nothing;
+the table says so. After every turn the
 ``loop-progress`` artifact shows, per turn, the champion's development-set Overall and
 success per capability, the dataset size, and the champion's mean cost, as a table and
 as plots.
@@ -61,6 +63,7 @@ def loop(
     rounds: Annotated[int, Field(ge=1, le=100)] = 2,
     tasks: Annotated[int, Field(ge=1)] | None = None,
     collect_with: Literal["champion", "settings"] = "champion",
+    teacher_share: Annotated[float, Field(ge=0, le=1)] = 0.5,
     from_champion: bool = True,
     base: str = TINY,
     method: TrainingMethod = TrainingMethod.SFT_RL,
@@ -76,7 +79,12 @@ def loop(
     turns: list[Turn] = []
     for number in range(1, rounds + 1):
         policy = _collector(settings, collect_with)
-        summary = flywheel_round(tasks=tasks, seed=seed + number - 1, policy=policy)
+        summary = flywheel_round(
+            tasks=tasks,
+            seed=seed + number - 1,
+            policy=policy,
+            teacher_share=teacher_share if policy == "champion" else None,
+        )
         dataset_id = summary["dataset_version"]
         turn = Turn(
             turn=number,

@@ -62,6 +62,9 @@ class RoundConfig(BaseModel):
     seed: int = Field(ge=0)
     policy: PolicyName
     model: str | None = Field(description="model name when the policy is an LLM")
+    teacher_share: float = Field(
+        default=0.0, ge=0, le=1, description="share of tasks the scripted teacher collects"
+    )
     fault_rate: float = Field(ge=0, le=1)
     recovery_rate: float = Field(ge=0, le=1)
     backend_fault_rate: float = Field(ge=0, le=1)
@@ -73,7 +76,21 @@ class RoundConfig(BaseModel):
     target: MixTarget
 
     def round_id(self) -> str:
-        return "round-" + content_hash(self.model_dump(mode="json"), 12)
+        config = self.model_dump(mode="json")
+        if not config["teacher_share"]:  # ids of rounds from before the teacher share stand
+            del config["teacher_share"]
+        return "round-" + content_hash(config, 12)
+
+    def teacher_tasks(self, tasks: Sequence[TaskSpec]) -> set[str]:
+        """Ids of the tasks the scripted teacher collects: ``teacher_share`` of them,
+        spread evenly over ``tasks`` in id order (none with the scripted policy)."""
+        if self.policy == "scripted" or not self.teacher_share:
+            return set()
+        ordered = sorted(t.id for t in tasks)
+        share = self.teacher_share
+        return {
+            task_id for i, task_id in enumerate(ordered) if int((i + 1) * share) > int(i * share)
+        }
 
 
 def resolve_config(
@@ -86,6 +103,7 @@ def resolve_config(
     backend_fault_rate: float | None = None,
     gate: GateName | None = None,
     plan: GenerationPlan | None = None,
+    teacher_share: float | None = None,
 ) -> RoundConfig:
     """Settings, with explicit arguments taking precedence; ``plan`` defaults to the even
     mix of the round's tasks."""
@@ -96,6 +114,7 @@ def resolve_config(
         seed=settings.round.seed if seed is None else seed,
         policy=chosen_policy,
         model=_model_of(chosen_policy, settings),
+        teacher_share=settings.round.teacher_share if teacher_share is None else teacher_share,
         fault_rate=settings.episode.fault_rate if fault_rate is None else fault_rate,
         recovery_rate=settings.episode.recovery_rate,
         backend_fault_rate=(
@@ -165,8 +184,9 @@ def collect_shard_task(
     tasks: Sequence[TaskSpec],
     config: RoundConfig,
     settings: FlywheelSettings,
+    policy: PolicyName | None = None,
 ) -> list[Trajectory]:
-    return stages.collect_one_shard(home, round_id, shard, tasks, config, settings)
+    return stages.collect_one_shard(home, round_id, shard, tasks, config, settings, policy)
 
 
 @task(name="ingest", cache_policy=NO_CACHE, retries=1)
@@ -240,6 +260,7 @@ def flywheel_round(
     gate_name: GateName | None = None,
     approval: ApprovalMode | None = None,
     round_id: str | None = None,
+    teacher_share: Share | None = None,
 ) -> dict[str, Any]:
     """One flywheel round. Unset parameters come from settings; ``round_id`` resumes a
     round (by default the id is derived from the round's configuration). ``approval``
@@ -258,6 +279,7 @@ def flywheel_round(
         backend_fault_rate=backend_fault_rate,
         gate=gate_name,
         plan=next_plan(settings, settings.round.tasks if tasks is None else tasks),
+        teacher_share=teacher_share,
     )
     summary = run_round(settings, config, round_id or config.round_id())
     return summary.model_dump(mode="json")
@@ -412,9 +434,21 @@ class StoredRound:
 def _collect(
     settings: FlywheelSettings, round_id: str, config: RoundConfig, tasks: Sequence[TaskSpec]
 ) -> list[Trajectory]:
-    """One Prefect task per shard, at most ``collect_workers`` at once."""
+    """One Prefect task per shard, at most ``collect_workers`` at once; the scripted
+    teacher's share of the tasks (``RoundConfig.teacher_tasks``) in shards of its own."""
     log = get_run_logger()
-    shards = stages.shards_of(tasks, config.shard_size)
+    teacher = config.teacher_tasks(tasks)
+    groups: list[tuple[str, PolicyName, list[TaskSpec]]] = [
+        ("shard", config.policy, [t for t in tasks if t.id not in teacher]),
+        ("teacher", "scripted", [t for t in tasks if t.id in teacher]),
+    ]
+    shards = [
+        (f"{prefix}-{i:05d}", policy, shard)
+        for prefix, policy, group in groups
+        for i, shard in enumerate(stages.shards_of(group, config.shard_size))
+    ]
+    if teacher:
+        log.info("%d of %d tasks collected by the scripted teacher", len(teacher), len(tasks))
     runner: ThreadPoolTaskRunner[Any] = ThreadPoolTaskRunner(
         max_workers=settings.round.collect_workers
     )
@@ -426,13 +460,14 @@ def _collect(
                 {
                     "home": settings.home,
                     "round_id": round_id,
-                    "shard": f"shard-{i:05d}",
+                    "shard": name,
                     "tasks": quote(shard),
                     "config": config,
                     "settings": settings,
+                    "policy": policy,
                 },
             )
-            for i, shard in enumerate(shards)
+            for name, policy, shard in shards
         ]
         for done, future in enumerate(futures, start=1):
             trajectories += future.result()

@@ -107,14 +107,20 @@ def collect_one_shard(
     tasks: Sequence[TaskSpec],
     config: RoundConfig,
     settings: FlywheelSettings,
+    policy_name: str | None = None,
 ) -> list[Trajectory]:
-    """Run one shard and write its Parquet file; a shard already on disk is read back,
-    not rerun. Returns the shard's trajectories."""
+    """Run one shard with ``policy_name`` (default: the round's policy) and write its
+    Parquet file; a shard already on disk is read back, not rerun. Returns the shard's
+    trajectories."""
     path = shard_path(home, round_id, shard)
     if shard_complete(path):
         return read_trajectory_shard(path)
     policy = build_policy(
-        config.policy, settings, config.fault_rate, config.recovery_rate, config.model
+        policy_name or config.policy,
+        settings,
+        config.fault_rate,
+        config.recovery_rate,
+        config.model,
     )
 
     def lease(attempt: int) -> Backend:

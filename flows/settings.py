@@ -81,6 +81,13 @@ class RoundSettings(Section):
     tasks: int = Field(default=120, ge=1, le=100_000, description="tasks to construct")
     seed: int = Field(default=0, ge=0, description="seed of task construction")
     policy: PolicyName = Field(default="scripted", description="policy that collects")
+    teacher_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="with an LLM policy (openai, champion): share of the round's tasks the "
+        "scripted teacher collects instead, so a weak model still leaves data to learn from",
+    )
     gate: GateName = Field(default="auto", description="human gate implementation")
     plan: Literal["feedback", "default"] = Field(
         default="feedback",

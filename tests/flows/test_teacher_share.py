@@ -1,0 +1,36 @@
+"""Which tasks of a round the scripted teacher collects, and the round ids it leaves alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from contract import content_hash
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import sample_tasks
+from flows.round import RoundConfig, resolve_config
+from flows.settings import FlywheelSettings, PolicyName
+
+
+def _config(policy: PolicyName, share: float) -> RoundConfig:
+    return resolve_config(FlywheelSettings(), tasks=10, policy=policy, teacher_share=share)
+
+
+@pytest.mark.parametrize(("share", "expected"), [(0.0, 0), (0.25, 2), (0.5, 5), (1.0, 10)])
+def test_the_teacher_takes_its_share_of_the_tasks(share: float, expected: int) -> None:
+    tasks = sample_tasks(10, 3, MobileSandbox())
+    chosen = _config("openai", share).teacher_tasks(tasks)
+    assert len(chosen) == expected and chosen <= {t.id for t in tasks}
+    # The same tasks whatever their order: the choice is by id.
+    assert _config("openai", share).teacher_tasks(list(reversed(tasks))) == chosen
+
+
+def test_the_scripted_policy_needs_no_teacher() -> None:
+    tasks = sample_tasks(4, 3, MobileSandbox())
+    assert _config("scripted", 0.5).teacher_tasks(tasks) == set()
+
+
+def test_a_round_without_a_teacher_keeps_the_id_it_had_before_the_share_existed() -> None:
+    config = _config("scripted", 0.0)
+    earlier = config.model_dump(mode="json", exclude={"teacher_share"})
+    assert config.round_id() == "round-" + content_hash(earlier, 12)
+    assert _config("openai", 0.5).round_id() != _config("openai", 0.0).round_id()
