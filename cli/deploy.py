@@ -37,7 +37,11 @@ def deploy(
         str | None, typer.Option(help="auto, or person (the run pauses in the Prefect UI)")
     ] = None,
     serve: Annotated[
-        bool | None, typer.Option("--serve/--no-serve", help="serve a promoted model")
+        bool | None,
+        typer.Option(
+            "--serve/--no-serve",
+            help="start the model server for a promoted model (a running one always swaps)",
+        ),
     ] = None,
     reevaluate: Annotated[
         bool, typer.Option(help="evaluate both models again even when reports exist")

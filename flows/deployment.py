@@ -135,7 +135,7 @@ def run_deployment(
     )
     outcome, reasons, approver = _approve(contest, decision, approval, settings)
     served: Served | None = None
-    if outcome is DeploymentDecision.PROMOTED and serve:
+    if outcome is DeploymentDecision.PROMOTED and _must_serve(settings, serve):
         try:
             served = serve_task(home, settings, candidate, champion)
         except ServingError as exc:
@@ -263,7 +263,7 @@ def run_rollback(settings: FlywheelSettings, reason: str, *, serve: bool) -> Dep
     served: Served | None = None
     outcome = DeploymentDecision.ROLLED_BACK
     reasons: tuple[str, ...] = (reason,)
-    if serve:
+    if _must_serve(settings, serve):
         try:
             served = serve_task(home, settings, previous, champion)
         except ServingError as exc:
@@ -288,6 +288,14 @@ def run_rollback(settings: FlywheelSettings, reason: str, *, serve: bool) -> Dep
     if outcome is DeploymentDecision.FAILED:
         raise FlywheelError(f"rollback failed; {champion.id} stays the champion: {reasons[-1]}")
     return record
+
+
+def _must_serve(settings: FlywheelSettings, serve: bool) -> bool:
+    """Serve the new champion when asked to, and always when a model server runs: the
+    endpoint must never serve another model than the registry's champion."""
+    if serve:
+        return True
+    return ModelServer(settings.home, settings.serving.port, settings.serving).served() is not None
 
 
 def resolve_model(catalog: Catalog, reference: str) -> ModelRecord:

@@ -291,3 +291,17 @@ def test_a_person_refuses_a_promotion_the_gate_allows(
     assert record["approver"] == "Grace Hopper"
     assert any("rejected by Grace Hopper: not today" in r for r in record["reasons"])
     assert _champion(registry) == _served() == champion
+
+
+def test_a_running_server_follows_the_champion_even_without_serve(
+    prefect_api_url: str, registry: Registry, served_settings: dict[str, str]
+) -> None:
+    _champion(registry) or deployment_of(registry, prefect_api_url)
+    if _served() is None:  # this test alone, after a champion was promoted elsewhere
+        settings = load_settings()
+        ModelServer(settings.home, settings.serving.port, settings.serving).start()
+    best = register_tiny(registry, "best", overall=1.0, seed=11)
+    with prefect_api(prefect_api_url):
+        record = deployment(model=best.id, serve=False)
+    assert record["decision"] == DeploymentDecision.PROMOTED
+    assert _champion(registry) == _served() == best.id
