@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +63,20 @@ def _serving(argv: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[
         process.wait(timeout=60)
 
 
-def _deployment(api: str, flow: str, name: str, process: subprocess.Popen[str]) -> Any:
+def _deployment(
+    api: str, flow: str, name: str, process: subprocess.Popen[str], since: datetime
+) -> Any:
+    """``flow/name`` once ``process`` has registered it (an earlier test may have left a
+    deployment of that name on the shared server: only one updated ``since`` counts)."""
     for _ in range(240):
         assert process.poll() is None, process.communicate()[1][-3000:]
         try:
-            return _get(api, f"/deployments/name/{flow}/{name}")
+            found = _get(api, f"/deployments/name/{flow}/{name}")
         except urllib.error.HTTPError:
-            time.sleep(0.5)
+            found = None
+        if found is not None and datetime.fromisoformat(found["updated"]) >= since:
+            return found
+        time.sleep(0.5)
     raise AssertionError(f"{flow}/{name} was never registered")
 
 
@@ -94,8 +102,9 @@ def test_a_run_started_from_the_served_trainer_registers_a_model(
     env = command_env(
         tmp_path, prefect_api_url, PREFECT_RUNNER_POLL_FREQUENCY="1", OMP_NUM_THREADS="1"
     )
+    since = datetime.now(UTC) - timedelta(seconds=1)
     with _serving([FLYWHEEL, "train", "--serve"], env) as process:
-        deployment = _deployment(prefect_api_url, "trainer", "train", process)
+        deployment = _deployment(prefect_api_url, "trainer", "train", process, since)
         schema = deployment["parameter_openapi_schema"]
         assert schema["required"] == ["dataset_id"]
         parameters = {
@@ -136,8 +145,11 @@ def test_flywheel_serve_registers_the_deployments_the_ui_lists_and_runs(
         FLYWHEEL_SERVING__ENGINE="local",
     )
     try:
+        since = datetime.now(UTC) - timedelta(seconds=1)
         with _serving([FLYWHEEL, "serve"], env) as process:
-            found = {f: _deployment(prefect_api_url, f, n, process) for f, n in SERVED.items()}
+            found = {
+                f: _deployment(prefect_api_url, f, n, process, since) for f, n in SERVED.items()
+            }
 
             (schedule,) = found["flywheel_round"]["schedules"]
             assert schedule["schedule"]["cron"] == "30 4 1 1 *"
