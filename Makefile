@@ -29,10 +29,18 @@ $(LS_STAMP): requirements-label-studio.lock
 ## label-studio: Label Studio's environment, for `flywheel server start label-studio` (make test makes it)
 label-studio: $(LS_STAMP)
 
+# Debian's Chromium, for the test that loads the Prefect UI headless (apt needs root or sudo).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium
+
 ## test: lint, type-check, then the whole test suite (with Prefect and Label Studio servers)
 # Tests that restart a shared server run alone, after the others; both runs always run,
 # and the first failure's status is the target's.
-test: lint $(LS_STAMP)
+test: lint $(LS_STAMP) $(CHROMIUM)
 	scripts/with-servers.sh sh -c '\
 		$(BIN)/pytest -n 2 --dist loadfile -m "not restarts_servers"; parallel=$$?; \
 		$(BIN)/pytest -m restarts_servers; alone=$$?; \
