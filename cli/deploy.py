@@ -4,13 +4,16 @@ closed loop, and the Prefect deployments that run them on a schedule or from the
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
 from cli.output import emit_json, table
 from cli.prefect import live_prefect_api, run_url
 from contract import InvalidInputError
+
+if TYPE_CHECKING:
+    from flows.settings import FlywheelSettings
 
 deploy_app = typer.Typer(
     help="Deploy a registered model (gate, approval, serving), roll back, read the records."
@@ -228,7 +231,7 @@ def serve_deployments() -> None:
         serve(*flywheel_deployments(settings), print_starting_message=False)
 
 
-def _check_model(settings: Any, model: str) -> None:
+def _check_model(settings: FlywheelSettings, model: str) -> None:
     """An unknown model is named before any flow run exists."""
     from flows.deployment import resolve_model
     from storage import Catalog

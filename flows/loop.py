@@ -30,7 +30,14 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
-from contract import Capability, FeedbackReport, ModelAlias, ModelRecord, TrainingMethod
+from contract import (
+    Capability,
+    DeploymentDecision,
+    FeedbackReport,
+    ModelAlias,
+    ModelRecord,
+    TrainingMethod,
+)
 from flows.deployment import deployment
 from flows.round import flywheel_round
 from flows.servers.model import ModelServer
@@ -187,7 +194,7 @@ def _score(home: Path, turn: Turn) -> None:
 def _champion_report(catalog: Catalog, champion: ModelRecord) -> FeedbackReport | None:
     """The report the last deployment that served ``champion`` compared it by."""
     for record in catalog.deployments():
-        if record.served_id == champion.id and record.decision.value == "promoted":
+        if record.served_id == champion.id and record.decision is DeploymentDecision.PROMOTED:
             report_id = record.candidate_report_id
             return catalog.get_feedback(report_id) if report_id else None
     return catalog.get_feedback(champion.feedback_id) if champion.feedback_id else None
