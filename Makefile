@@ -7,7 +7,10 @@ STAMP := $(VENV)/.installed
 LS_VENV := .venv-label-studio
 LS_STAMP := $(LS_VENV)/.installed
 
-.PHONY: run test lint label-studio bench lock clean
+# Appium and its fake driver: npm packages pinned by appium-server/package-lock.json.
+APPIUM_STAMP := appium-server/node_modules/.package-lock.json
+
+.PHONY: run test lint label-studio appium bench lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +32,13 @@ $(LS_STAMP): requirements-label-studio.lock
 ## label-studio: Label Studio's environment, for `flywheel server start label-studio` (make test makes it)
 label-studio: $(LS_STAMP)
 
+$(APPIUM_STAMP): appium-server/package.json appium-server/package-lock.json
+	cd appium-server && npm ci --no-audit --no-fund
+	touch $(APPIUM_STAMP)
+
+## appium: Appium 3 and its fake driver in appium-server/, for `flywheel server start appium` (make test installs them)
+appium: $(APPIUM_STAMP)
+
 # Debian's Chromium, for the test that loads the Prefect UI headless (apt needs root or sudo).
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -37,10 +47,10 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium
 
-## test: lint, type-check, then the whole test suite (with Prefect and Label Studio servers)
+## test: lint, type-check, then the whole test suite (with Prefect, Label Studio and Appium servers)
 # Tests that restart a shared server run alone, after the others; both runs always run,
 # and the first failure's status is the target's.
-test: lint $(LS_STAMP) $(CHROMIUM)
+test: lint $(LS_STAMP) $(APPIUM_STAMP) $(CHROMIUM)
 	scripts/with-servers.sh sh -c '\
 		$(BIN)/pytest -n 2 --dist loadfile -m "not restarts_servers"; parallel=$$?; \
 		$(BIN)/pytest -m restarts_servers; alone=$$?; \
@@ -69,4 +79,4 @@ lock:
 	/tmp/flywheel-lock/bin/pip freeze --exclude-editable | grep -v '^-e' >> requirements.lock
 
 clean:
-	rm -rf $(VENV) $(LS_VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(LS_VENV) appium-server/node_modules .mypy_cache .ruff_cache .pytest_cache

@@ -3,7 +3,7 @@ trajectory."""
 
 from __future__ import annotations
 
-from agents.policies.base import Policy, TaskView
+from agents.policies.base import Decision, Policy, TaskView
 from contract import (
     TERMINAL_KINDS,
     Cost,
@@ -18,7 +18,7 @@ from contract import (
     Verdict,
 )
 from curation.attribution import attribute_failure
-from envs.backend import Backend
+from envs.backend import Backend, BackendFaultError, RecordsScreens
 from envs.verification import RubricJudge, verify
 
 DEFAULT_MAX_STEPS = 15
@@ -45,8 +45,21 @@ def run_episode(
     refuses, the backend fails, or ``max_steps`` run out; then verify with privileged
     evidence. Failed episodes are returned like any other: they are evidence.
 
-    ``attempt`` numbers the collector's tries of one task (a retry after a backend fault)."""
-    backend.reset(task)
+    ``attempt`` numbers the collector's tries of one task (a retry after a backend fault).
+    A backend that fails itself (``BackendFaultError``: a device that went away) ends the
+    episode as a backend error, with the fault as the last step's feedback."""
+
+    def record(
+        steps: list[Step], verdict: Verdict, termination: Termination, retries: int = 0
+    ) -> Trajectory:
+        return _trajectory(
+            task, backend, policy, steps, verdict, termination, round_id, attempt, retries
+        )
+
+    try:
+        backend.reset(task)
+    except BackendFaultError as fault:
+        return record(_with_fault([], fault), _fault_verdict(), Termination.BACKEND_ERROR)
     view = TaskView(
         goal=task.goal,
         tools=backend.tool_specs(),
@@ -58,38 +71,69 @@ def run_episode(
     termination = Termination.BUDGET_EXHAUSTED
     retries = 0
     verdict: Verdict | None = None
-    for index in range(max_steps):
-        decision = session.act(steps)
-        retries += decision.retries
-        if decision.action is None:
-            feedback = Feedback(error=decision.error)
-        else:
-            feedback = backend.execute(decision.action)
-        steps.append(
-            Step(
-                index=index,
-                model_output=decision.model_output,
-                action=decision.action,
-                feedback=feedback,
-                input_tokens=decision.input_tokens,
-                output_tokens=decision.output_tokens,
-                injected_fault=decision.injected_fault,
-            )
-        )
-        error = feedback.error
-        if decision.endpoint_failed or (error is not None and error.kind in _BACKEND_FAULTS):
-            termination = Termination.BACKEND_ERROR
-            break
-        if decision.action is not None and decision.action.kind in TERMINAL_KINDS:
-            termination = _ENDED_BY[decision.action.kind]
-            break
-        if stop_when_verified and feedback.state_changes:
-            verdict = verify(task.verifier, steps, backend.evidence(), judge)
-            if verdict.passed:
-                termination = Termination.VERIFIED
+    try:
+        for index in range(max_steps):
+            decision = session.act(steps)
+            retries += decision.retries
+            if decision.action is None:
+                feedback = Feedback(error=decision.error)
+            else:
+                feedback = backend.execute(decision.action)
+            steps.append(_step(index, decision, feedback, backend))
+            error = feedback.error
+            if decision.endpoint_failed or (error is not None and error.kind in _BACKEND_FAULTS):
+                termination = Termination.BACKEND_ERROR
                 break
-    if verdict is None or termination is not Termination.VERIFIED:
-        verdict = verify(task.verifier, steps, backend.evidence(), judge)
+            if decision.action is not None and decision.action.kind in TERMINAL_KINDS:
+                termination = _ENDED_BY[decision.action.kind]
+                break
+            if stop_when_verified and feedback.state_changes:
+                verdict = verify(task.verifier, steps, backend.evidence(), judge)
+                if verdict.passed:
+                    termination = Termination.VERIFIED
+                    break
+        if verdict is None or termination is not Termination.VERIFIED:
+            verdict = verify(task.verifier, steps, backend.evidence(), judge)
+    except BackendFaultError as fault:
+        return record(
+            _with_fault(steps, fault), _fault_verdict(), Termination.BACKEND_ERROR, retries
+        )
+    return record(steps, verdict, termination, retries)
+
+
+def _step(index: int, decision: Decision, feedback: Feedback, backend: Backend) -> Step:
+    """The step of one decision; what a device showed for it is linked to it."""
+    screen = backend.take_screen_record() if isinstance(backend, RecordsScreens) else None
+    return Step(
+        index=index,
+        observation=screen.observation if screen is not None else None,
+        model_output=decision.model_output,
+        action=decision.action,
+        feedback=feedback,
+        input_tokens=decision.input_tokens,
+        output_tokens=decision.output_tokens,
+        injected_fault=decision.injected_fault,
+        artifacts=screen.artifacts if screen is not None else (),
+    )
+
+
+def _with_fault(steps: list[Step], fault: BackendFaultError) -> list[Step]:
+    """The steps and a last one without an action whose feedback says what failed."""
+    feedback = Feedback.failure(ErrorKind.BACKEND_ERROR, str(fault))
+    return [*steps, Step(index=len(steps), action=None, feedback=feedback)]
+
+
+def _trajectory(
+    task: TaskSpec,
+    backend: Backend,
+    policy: Policy,
+    steps: list[Step],
+    verdict: Verdict,
+    termination: Termination,
+    round_id: str | None,
+    attempt: int,
+    retries: int,
+) -> Trajectory:
     outcome = _outcome(termination, verdict)
     return Trajectory(
         task=task,
@@ -112,6 +156,11 @@ def run_episode(
             device=backend.device,
         ),
     )
+
+
+def _fault_verdict() -> Verdict:
+    """The verdict of an attempt whose backend failed: nothing could be verified."""
+    return Verdict(passed=False, score=0.0, progress=0.0)
 
 
 def _outcome(termination: Termination, verdict: Verdict) -> Outcome:

@@ -203,11 +203,16 @@ def round_(
     round_id: Annotated[
         str | None, typer.Option(help="resume this round (default: derived from the config)")
     ] = None,
+    devices: Annotated[
+        str | None,
+        typer.Option(help="gui: tasks that need the GUI agent run on the device pool; none"),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run a flywheel round as a Prefect flow: construct, collect, curate, gate, propose,
     approve, freeze. Rerunning the same round resumes it."""
     run_round_command(
+        devices=devices,
         tasks=tasks,
         seed=seed,
         policy=policy,

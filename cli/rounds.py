@@ -26,6 +26,7 @@ def run_round_command(
     approval: str | None,
     round_id: str | None,
     as_json: bool,
+    devices: str | None = None,
 ) -> None:
     """Run ``flywheel_round`` against the Prefect server and print what it made."""
     from cli.prefect import live_prefect_api, run_url
@@ -33,7 +34,7 @@ def run_round_command(
     from flows.policies import POLICIES
     from flows.round import flywheel_round
     from flows.servers import prefect_api
-    from flows.settings import APPROVAL_MODES, load_settings
+    from flows.settings import APPROVAL_MODES, DEVICE_ROUTES, load_settings
     from human_gate import GATES
     from storage import Catalog
 
@@ -43,6 +44,8 @@ def run_round_command(
         raise InvalidInputError("gate", f"unknown gate {gate!r}", GATES)
     if approval is not None and approval not in APPROVAL_MODES:
         raise InvalidInputError("approval", f"unknown approval mode {approval!r}", APPROVAL_MODES)
+    if devices is not None and devices not in DEVICE_ROUTES:
+        raise InvalidInputError("devices", f"unknown device route {devices!r}", DEVICE_ROUTES)
     settings = load_settings()
     with Catalog.open(settings.catalog_path):
         pass  # a bad state folder or catalog fails here, before any flow run exists
@@ -58,6 +61,7 @@ def run_round_command(
             gate_name=gate,
             approval=approval,
             round_id=round_id,
+            devices=devices,
         )
     page = run_url(api, summary["flow_run_id"])
     if as_json:

@@ -17,7 +17,7 @@ server_app = typer.Typer(
     no_args_is_help=True,
 )
 
-NameArg = Annotated[str, typer.Argument(help="which server (prefect, label-studio, model)")]
+NameArg = Annotated[str, typer.Argument(help="which server (prefect, label-studio, model, appium)")]
 HomeOpt = Annotated[
     Path | None, typer.Option(help="state folder [default: settings, FLYWHEEL_HOME]")
 ]

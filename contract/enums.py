@@ -52,6 +52,10 @@ class ErrorKind(StrEnum):
     """The model produced no usable action (text without a tool call)."""
     ENDPOINT_REFUSAL = "endpoint_refusal"
     """The model endpoint refused to answer (its safety system, not the agent's decision)."""
+    ELEMENT_NOT_FOUND = "element_not_found"
+    """No element on the device's screen matches the locator."""
+    INVALID_LOCATOR = "invalid_locator"
+    """The locator is malformed (an XPath that does not parse, an unknown strategy)."""
 
 
 class Termination(StrEnum):

@@ -3,6 +3,7 @@
 A spec is a list of checks; a verdict says which were met, with evidence. Kinds follow
 MobilePA-Bench: an exact tool call, predicates over the backend's final state, a prescribed
 action order, a valid collaboration pattern with sub-agents, and a rubric for an LLM judge.
+``ui_state`` checks the final screen of a device (element attributes, XPath predicates).
 ``answer`` checks what the agent told the user when it finished, clarified or refused.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, JsonValue, TypeAdapter
+from pydantic import Field, JsonValue, TypeAdapter, field_validator
 
 from contract.actions import ActionKind
 from contract.base import Record
@@ -119,6 +120,35 @@ class AnswerCheck(_Check):
         return f"ended with {self.via}{terms}"
 
 
+class UIStateCheck(_Check):
+    """Elements of the final screen (a device's UI tree, or the sandbox's rendering of
+    its GUI state) that ``xpath`` selects, e.g. ``//*[@id='perm:transit:camera']``.
+
+    ``exists``: at least one; ``exactly_one``; ``absent``: none. Every selected element
+    must also carry ``attributes`` (e.g. ``{"checked": "true"}``), compared as text.
+    """
+
+    kind: Literal["ui_state"] = "ui_state"
+    xpath: str = Field(min_length=1, max_length=1000)
+    attributes: dict[str, str] = Field(default_factory=dict)
+    expect: Literal["exists", "exactly_one", "absent"] = "exists"
+
+    @field_validator("xpath")
+    @classmethod
+    def _parses(cls, value: str) -> str:
+        from lxml import etree
+
+        try:
+            etree.XPath(value)
+        except etree.XPathSyntaxError as exc:
+            raise ValueError(f"xpath {value!r} does not parse: {exc}") from None
+        return value
+
+    def describe(self) -> str:
+        attrs = f" with {self.attributes}" if self.attributes else ""
+        return f"screen: {self.expect} {self.xpath}{attrs}"
+
+
 class RubricCheck(_Check):
     """What rules cannot check, judged by an LLM; unmet when no judge is configured."""
 
@@ -135,6 +165,7 @@ Check = Annotated[
     | ActionOrderCheck
     | CollaborationCheck
     | AnswerCheck
+    | UIStateCheck
     | RubricCheck,
     Field(discriminator="kind"),
 ]
@@ -144,6 +175,7 @@ CHECK_KINDS: tuple[str, ...] = (
     "action_order",
     "collaboration",
     "answer",
+    "ui_state",
     "rubric",
 )
 check_adapter: TypeAdapter[Check] = TypeAdapter(Check)

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from lxml import etree
 from pydantic import JsonValue
 
 from contract import (
@@ -27,10 +28,12 @@ from contract import (
     Step,
     SubAgentCall,
     ToolCall,
+    UIStateCheck,
     Verdict,
     VerifierSpec,
 )
 from envs.backend import PrivilegedEvidence, Row
+from envs.screen import ScreenError, parse_screen, select
 
 RubricJudge = Callable[[RubricCheck, Sequence[Step]], tuple[bool, str]]
 """Judges a rubric check on the history: (met, explanation). An LLM in production."""
@@ -65,6 +68,8 @@ def _run_check(
         met, info = _collaboration(check, steps, done)
     elif isinstance(check, AnswerCheck):
         met, info = _answer(check, steps)
+    elif isinstance(check, UIStateCheck):
+        met, info = _ui_state(check, evidence)
     else:
         met, info = _rubric(check, steps, judge)
     return CheckResult(
@@ -260,6 +265,26 @@ _LEADING_ZERO_HOUR = re.compile(r"\b0(\d:[0-5]\d)\b")
 def _normalize_answer(text: str) -> str:
     """Case-folded, single-spaced, hours without a leading zero ("08:00" says "8:00")."""
     return _LEADING_ZERO_HOUR.sub(r"\1", " ".join(text.casefold().split()))
+
+
+def _ui_state(check: UIStateCheck, evidence: PrivilegedEvidence) -> tuple[bool, JsonValue]:
+    """The elements of the final screen that the XPath selects, with their attributes."""
+    if evidence.screen is None:
+        return False, {"error": "this backend has no screen"}
+    try:
+        selected = select(parse_screen(evidence.screen), check.xpath)
+    except (ScreenError, etree.XPathError) as exc:
+        return False, {"error": f"{type(exc).__name__}: {exc}"}
+    matching = [a for a in selected if all(a.get(k) == v for k, v in check.attributes.items())]
+    met = {
+        "exists": bool(matching),
+        "exactly_one": len(matching) == 1,
+        "absent": not matching,
+    }[check.expect]
+    shown: list[JsonValue] = [
+        {k: a[k] for k in ("id", "text", "checked") if a.get(k)} for a in selected[:5]
+    ]
+    return met, {"selected": len(selected), "matching": len(matching), "elements": shown}
 
 
 def _rubric(

@@ -36,6 +36,7 @@ from contract import (
     content_hash,
     default_plan,
 )
+from envs.appium.backend import needs_gui
 from flows import round_stages as stages
 from flows.approval import Proposal, request_approval
 from flows.curation_stage import curate_round
@@ -44,6 +45,7 @@ from flows.planning import next_plan
 from flows.round_stages import STAGES, RoundSummary
 from flows.settings import (
     ApprovalMode,
+    DeviceRoute,
     FlywheelSettings,
     GateName,
     PolicyName,
@@ -65,6 +67,9 @@ class RoundConfig(BaseModel):
     teacher_share: float = Field(
         default=0.0, ge=0, le=1, description="share of tasks the scripted teacher collects"
     )
+    devices: DeviceRoute = Field(
+        default="none", description="gui: tasks that need the GUI agent run on the device pool"
+    )
     fault_rate: float = Field(ge=0, le=1)
     recovery_rate: float = Field(ge=0, le=1)
     backend_fault_rate: float = Field(ge=0, le=1)
@@ -79,6 +84,8 @@ class RoundConfig(BaseModel):
         config = self.model_dump(mode="json")
         if not config["teacher_share"]:  # ids of rounds from before the teacher share stand
             del config["teacher_share"]
+        if config["devices"] == "none":  # and those from before the device pool
+            del config["devices"]
         return "round-" + content_hash(config, 12)
 
     def teacher_tasks(self, tasks: Sequence[TaskSpec]) -> set[str]:
@@ -104,6 +111,7 @@ def resolve_config(
     gate: GateName | None = None,
     plan: GenerationPlan | None = None,
     teacher_share: float | None = None,
+    devices: DeviceRoute | None = None,
 ) -> RoundConfig:
     """Settings, with explicit arguments taking precedence; ``plan`` defaults to the even
     mix of the round's tasks."""
@@ -115,6 +123,7 @@ def resolve_config(
         policy=chosen_policy,
         model=_model_of(chosen_policy, settings),
         teacher_share=settings.round.teacher_share if teacher_share is None else teacher_share,
+        devices=devices or settings.devices.route,
         fault_rate=settings.episode.fault_rate if fault_rate is None else fault_rate,
         recovery_rate=settings.episode.recovery_rate,
         backend_fault_rate=(
@@ -185,8 +194,9 @@ def collect_shard_task(
     config: RoundConfig,
     settings: FlywheelSettings,
     policy: PolicyName | None = None,
+    backend: stages.BackendName = "sandbox",
 ) -> list[Trajectory]:
-    return stages.collect_one_shard(home, round_id, shard, tasks, config, settings, policy)
+    return stages.collect_one_shard(home, round_id, shard, tasks, config, settings, policy, backend)
 
 
 @task(name="ingest", cache_policy=NO_CACHE, retries=1)
@@ -261,10 +271,12 @@ def flywheel_round(
     approval: ApprovalMode | None = None,
     round_id: str | None = None,
     teacher_share: Share | None = None,
+    devices: DeviceRoute | None = None,
 ) -> dict[str, Any]:
     """One flywheel round. Unset parameters come from settings; ``round_id`` resumes a
     round (by default the id is derived from the round's configuration). ``approval``
-    ``person`` pauses the round until someone approves its dataset in the Prefect UI."""
+    ``person`` pauses the round until someone approves its dataset in the Prefect UI.
+    ``devices`` ``gui`` runs the tasks that need the GUI agent on the device pool."""
     settings = load_settings()
     if approval is not None:
         settings = settings.model_copy(
@@ -280,6 +292,7 @@ def flywheel_round(
         gate=gate_name,
         plan=next_plan(settings, settings.round.tasks if tasks is None else tasks),
         teacher_share=teacher_share,
+        devices=devices,
     )
     summary = run_round(settings, config, round_id or config.round_id())
     return summary.model_dump(mode="json")
@@ -435,20 +448,30 @@ def _collect(
     settings: FlywheelSettings, round_id: str, config: RoundConfig, tasks: Sequence[TaskSpec]
 ) -> list[Trajectory]:
     """One Prefect task per shard, at most ``collect_workers`` at once; the scripted
-    teacher's share of the tasks (``RoundConfig.teacher_tasks``) in shards of its own."""
+    teacher's share of the tasks (``RoundConfig.teacher_tasks``) in shards of its own,
+    and with ``devices`` ``gui`` the tasks that need the GUI agent in device shards (a
+    shard holds one device at a time)."""
     log = get_run_logger()
     teacher = config.teacher_tasks(tasks)
-    groups: list[tuple[str, PolicyName, list[TaskSpec]]] = [
-        ("shard", config.policy, [t for t in tasks if t.id not in teacher]),
-        ("teacher", "scripted", [t for t in tasks if t.id in teacher]),
-    ]
+    on_device = {t.id for t in tasks if config.devices == "gui" and needs_gui(t)}
+    groups: dict[tuple[str, PolicyName, stages.BackendName], list[TaskSpec]] = {}
+    for t in tasks:
+        by_teacher, on_a_device = t.id in teacher, t.id in on_device
+        key: tuple[str, PolicyName, stages.BackendName] = (
+            _SHARD_PREFIX[by_teacher, on_a_device],
+            "scripted" if by_teacher else config.policy,
+            "device" if on_a_device else "sandbox",
+        )
+        groups.setdefault(key, []).append(t)
     shards = [
-        (f"{prefix}-{i:05d}", policy, shard)
-        for prefix, policy, group in groups
+        (f"{prefix}-{i:05d}", policy, backend, shard)
+        for (prefix, policy, backend), group in groups.items()
         for i, shard in enumerate(stages.shards_of(group, config.shard_size))
     ]
     if teacher:
         log.info("%d of %d tasks collected by the scripted teacher", len(teacher), len(tasks))
+    if on_device:
+        log.info("%d of %d tasks run on the device pool", len(on_device), len(tasks))
     runner: ThreadPoolTaskRunner[Any] = ThreadPoolTaskRunner(
         max_workers=settings.round.collect_workers
     )
@@ -465,14 +488,24 @@ def _collect(
                     "config": config,
                     "settings": settings,
                     "policy": policy,
+                    "backend": backend,
                 },
             )
-            for name, policy, shard in shards
+            for name, policy, backend, shard in shards
         ]
         for done, future in enumerate(futures, start=1):
             trajectories += future.result()
             log.info("collected shard %d/%d", done, len(futures))
     return sorted(trajectories, key=lambda t: t.id)
+
+
+_SHARD_PREFIX = {
+    (False, False): "shard",
+    (True, False): "teacher",
+    (False, True): "device",
+    (True, True): "teacher-device",
+}
+"""Shard names by (collected by the teacher, run on a device)."""
 
 
 def _finished_stages(stage: str | None) -> list[str]:

@@ -7,12 +7,13 @@ crash writes nothing twice.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
@@ -35,6 +36,7 @@ from contract import (
     Trajectory,
 )
 from curation.balance import Candidate
+from envs.appium.backend import ShardDevices
 from envs.backend import Backend
 from envs.sandbox import MobileSandbox
 from flows.approval import Proposal
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from flows.round import RoundConfig
 
 STAGES = ("construct", "collect", "curate", "gate", "balance")
+BackendName = Literal["sandbox", "device"]
 APPROVED = frozenset({ReviewDecision.APPROVE, ReviewDecision.CORRECT})
 
 
@@ -108,10 +111,14 @@ def collect_one_shard(
     config: RoundConfig,
     settings: FlywheelSettings,
     policy_name: str | None = None,
+    backend: BackendName = "sandbox",
 ) -> list[Trajectory]:
-    """Run one shard with ``policy_name`` (default: the round's policy) and write its
-    Parquet file; a shard already on disk is read back, not rerun. Returns the shard's
-    trajectories."""
+    """Run one shard with ``policy_name`` (default: the round's policy) on ``backend``
+    and write its Parquet file; a shard already on disk is read back, not rerun.
+    Returns the shard's trajectories.
+
+    On ``device`` the shard leases one device of the pool at a time: an attempt whose
+    device failed is tried again on another (``max_backend_attempts`` in all)."""
     path = shard_path(home, round_id, shard)
     if shard_complete(path):
         return read_trajectory_shard(path)
@@ -127,16 +134,26 @@ def collect_one_shard(
         return local_sandbox(config.backend_fault_rate, attempt)
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    return collect_shard(
-        round_id,
-        tasks,
-        lease,
-        policy,
-        shard_path=path,
-        writer=lambda trajectories, p: write_trajectory_shard(trajectories, p, shard=shard),
-        max_steps=config.max_steps,
-        max_attempts=config.max_backend_attempts,
-    )
+    with contextlib.ExitStack() as stack:
+        if backend == "device":
+            from flows.devices import device_pool
+
+            devices = stack.enter_context(
+                ShardDevices(
+                    device_pool(settings), lambda: local_sandbox(config.backend_fault_rate, 0)
+                )
+            )
+            lease = devices.backend
+        return collect_shard(
+            round_id,
+            tasks,
+            lease,
+            policy,
+            shard_path=path,
+            writer=lambda trajectories, p: write_trajectory_shard(trajectories, p, shard=shard),
+            max_steps=config.max_steps,
+            max_attempts=config.max_backend_attempts,
+        )
 
 
 _THREAD = threading.local()

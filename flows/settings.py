@@ -349,6 +349,78 @@ class ScheduleSettings(Section):
         return value
 
 
+DriverName = Literal["fake", "uiautomator2"]
+DeviceRoute = Literal["none", "gui"]
+DEVICE_ROUTES: tuple[DeviceRoute, ...] = ("none", "gui")
+_DEVICE_NAME = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+
+
+class AppiumSettings(Section):
+    """The local Appium server (``flywheel server start appium``)."""
+
+    port: int = Field(default=4723, ge=1024, le=65535, description="Appium server port")
+    start_timeout_s: float = Field(
+        default=60.0, gt=0, description="how long starting the server may take to answer"
+    )
+
+
+class DeviceSettings(Section):
+    """One entry of the device pool: a phone, an emulator or the fake driver's device
+    behind an Appium server. A device farm is several entries (several servers)."""
+
+    name: str = Field(pattern=_DEVICE_NAME, description="pool name; also its Prefect limit")
+    server: str | None = Field(
+        default=None,
+        description="Appium server URL; unset: the local server on [appium] port",
+    )
+    driver: DriverName = Field(
+        default="fake", description="fake: Appium's fake driver (tests); uiautomator2: Android"
+    )
+    capabilities: dict[str, str | int | float | bool] = Field(
+        default_factory=dict,
+        description="extra W3C capabilities, e.g. appium:udid; they win over the driver's own",
+    )
+    apps: dict[str, str] = Field(
+        default_factory=dict,
+        description="uiautomator2: the GUI agent's app names mapped to Android package names",
+    )
+
+    @field_validator("server")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"https?://[^/\s]+(/[^\s]*)?", value):
+            raise ValueError(f"{value!r} is not an http(s) URL like 'http://127.0.0.1:4723'")
+        return value.rstrip("/") if value is not None else None
+
+
+class DevicesSettings(Section):
+    """The device pool and which tasks run on it (hybrid rounds)."""
+
+    route: DeviceRoute = Field(
+        default="none",
+        description="none: every task runs in the sandbox; gui: Sub-agent tasks that call "
+        "the GUI agent run on the device pool, the rest in the sandbox",
+    )
+    pool: list[DeviceSettings] = Field(
+        default_factory=lambda: [DeviceSettings(name="fake-0")], min_length=1
+    )
+    lease_timeout_s: float = Field(
+        default=120.0, gt=0, description="how long an attempt waits for a healthy free device"
+    )
+    command_timeout_s: float = Field(
+        default=30.0, gt=0, description="timeout of one Appium command"
+    )
+
+    @field_validator("pool")
+    @classmethod
+    def _unique_names(cls, value: list[DeviceSettings]) -> list[DeviceSettings]:
+        names = [d.name for d in value]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"device names must be unique; {', '.join(twice)} is used twice")
+        return value
+
+
 class FlywheelSettings(BaseSettings):
     # Errors never quote their input: a section's input holds its secrets (tokens, keys).
     model_config = SettingsConfigDict(
@@ -369,6 +441,8 @@ class FlywheelSettings(BaseSettings):
     serving: ServingSettings = Field(default_factory=ServingSettings)
     deployment: DeploymentSettings = Field(default_factory=DeploymentSettings)
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
+    appium: AppiumSettings = Field(default_factory=AppiumSettings)
+    devices: DevicesSettings = Field(default_factory=DevicesSettings)
     planning: dict[str, float] = Field(
         default_factory=dict,
         description="overrides of the plan's rules: fields of curation.planning.PlanningConfig",

@@ -3,12 +3,14 @@
 #
 #   scripts/with-servers.sh .venv/bin/pytest -n 2 --dist loadfile
 #
-# Prefect and Label Studio start in parallel in one fresh FLYWHEEL_HOME (a temporary folder,
-# removed at the end): Prefect on FLYWHEEL_TEST_PREFECT_PORT (default 4250), Label Studio on
-# FLYWHEEL_TEST_LABEL_STUDIO_PORT (default 8189); each on a free port instead when its
+# Prefect, Label Studio and Appium start in parallel in one fresh FLYWHEEL_HOME (a temporary
+# folder, removed at the end): Prefect on FLYWHEEL_TEST_PREFECT_PORT (default 4250), Label
+# Studio on FLYWHEEL_TEST_LABEL_STUDIO_PORT (default 8189), Appium (the device pool's fake
+# driver) on FLYWHEEL_TEST_APPIUM_PORT (default 4773); each on a free port instead when its
 # default is taken and its variable is unset. Label Studio's API token is made here, at
-# random, and never printed. The command sees PREFECT_API_URL, FLYWHEEL_LABEL_STUDIO__URL
-# and FLYWHEEL_LABEL_STUDIO__TOKEN; its exit code is this script's.
+# random, and never printed. The command sees PREFECT_API_URL, FLYWHEEL_LABEL_STUDIO__URL,
+# FLYWHEEL_LABEL_STUDIO__TOKEN and FLYWHEEL_APPIUM__PORT (the default device pool's server);
+# its exit code is this script's.
 set -euo pipefail
 
 if [[ $# -eq 0 ]]; then
@@ -32,6 +34,7 @@ pick_port() {
 }
 PREFECT_PORT=$(pick_port "${FLYWHEEL_TEST_PREFECT_PORT:-}" 4250)
 LABEL_STUDIO_PORT=$(pick_port "${FLYWHEEL_TEST_LABEL_STUDIO_PORT:-}" 8189)
+APPIUM_PORT=$(pick_port "${FLYWHEEL_TEST_APPIUM_PORT:-}" 4773)
 
 stop_server() {  # NAME PORT
     local pid_file=$FLYWHEEL_HOME/servers/$1/server.pid pid=""
@@ -52,6 +55,7 @@ stop_servers() {
     done
     stop_server prefect "$PREFECT_PORT"
     stop_server label-studio "$LABEL_STUDIO_PORT"
+    stop_server appium "$APPIUM_PORT"
     rm -rf "$FLYWHEEL_HOME"
 }
 trap stop_servers EXIT
@@ -63,10 +67,12 @@ FLYWHEEL_LABEL_STUDIO__TOKEN=$("$BIN/python" -c 'import secrets; print(secrets.t
 export FLYWHEEL_LABEL_STUDIO__TOKEN
 unset FLYWHEEL_LABEL_STUDIO__URL
 
-# Both at once: Prefect takes about 10 s, Label Studio about 30 s on a new database.
+# All at once: Prefect takes about 10 s, Label Studio about 30 s on a new database, Appium 1 s.
 "$FLYWHEEL_CLI" server start prefect --home "$FLYWHEEL_HOME" --port "$PREFECT_PORT" >&2 &
 STARTERS+=($!)
 "$FLYWHEEL_CLI" server start label-studio --home "$FLYWHEEL_HOME" --port "$LABEL_STUDIO_PORT" >&2 &
+STARTERS+=($!)
+"$FLYWHEEL_CLI" server start appium --home "$FLYWHEEL_HOME" --port "$APPIUM_PORT" >&2 &
 STARTERS+=($!)
 failed=0
 for starter in "${STARTERS[@]}"; do
@@ -84,6 +90,7 @@ export PREFECT_SERVER_ALLOW_EPHEMERAL_MODE=false
 export PREFECT_SERVER_ANALYTICS_ENABLED=false
 export PREFECT_RUNNER_POLL_FREQUENCY=1
 export FLYWHEEL_LABEL_STUDIO__URL=http://127.0.0.1:$LABEL_STUDIO_PORT
+export FLYWHEEL_APPIUM__PORT=$APPIUM_PORT
 
 status=0
 "$@" || status=$?

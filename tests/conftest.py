@@ -1,5 +1,5 @@
 """Shared fixtures: a sandbox, trajectories from real scripted episodes, a Prefect server,
-a Label Studio server."""
+a Label Studio server, an Appium server."""
 
 from __future__ import annotations
 
@@ -94,6 +94,28 @@ def label_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStud
         yield server.access
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def appium_url() -> str:
+    """The URL of a running Appium server (with the fake driver): ``FLYWHEEL_APPIUM__PORT``
+    on 127.0.0.1, as ``scripts/with-servers.sh`` (``make test``) sets it.
+
+    Without one that answers, tests that need it skip; in CI (``CI=true``) they fail.
+    """
+    port = os.environ.get("FLYWHEEL_APPIUM__PORT")
+    url = f"http://127.0.0.1:{port}" if port else None
+    if url is not None and http_ok(url + "/status"):
+        return url
+    problem = (
+        f"FLYWHEEL_APPIUM__PORT={port}: no Appium answers {url}/status"
+        if url
+        else "FLYWHEEL_APPIUM__PORT is not set"
+    )
+    advice = "run the tests under scripts/with-servers.sh (as make test does), which starts Appium"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{problem}; {advice}")
+    pytest.skip(f"{problem}; {advice}")
 
 
 def _drain_prefect_workers() -> None:

@@ -30,6 +30,7 @@ from envs.sandbox.app import App, SandboxTool
 from envs.sandbox.apps import ALL_APPS
 from envs.sandbox.state import Collections, ToolContext, ToolFailure, copy_collections
 from envs.sandbox.subagents import SUBAGENTS, seed_subagents
+from envs.screen import render_gui_world
 
 HARNESS_LATENCY_MS = 5.0
 WORLD_CACHE_SIZE = 64
@@ -81,6 +82,7 @@ class MobileSandbox:
         self._available: dict[str, SandboxTool] = {}
         self._faults = random.Random(0)
         self._worlds: OrderedDict[int, Collections] = OrderedDict()
+        self._shows_screen = False
         self._dispatch: dict[str, Callable[[Any], Feedback]] = {
             "tool_call": self._tool_call,
             "memory_read": self._memory_read,
@@ -138,6 +140,7 @@ class MobileSandbox:
 
     def reset(self, task: TaskSpec) -> None:
         self.reset_to(task.initial_conditions, task.tools)
+        self._shows_screen = any(c.kind == "ui_state" for c in task.verifier.checks)
 
     def reset_to(self, conditions: InitialConditions, tools: Iterable[str]) -> None:
         state = self.build_world(conditions.seed)
@@ -163,7 +166,9 @@ class MobileSandbox:
         self._faults = random.Random(f"{conditions.seed}:{self.device}:faults")
 
     def evidence(self) -> PrivilegedEvidence:
-        return PrivilegedEvidence(initial=self._initial, final=self._state)
+        """The states; with the GUI world rendered as a screen for ``ui_state`` checks."""
+        screen = render_gui_world(self._state) if self._shows_screen else None
+        return PrivilegedEvidence(initial=self._initial, final=self._state, screen=screen)
 
     def state(self) -> Collections:
         """The live privileged state (for verifiers and tests; never for policies)."""

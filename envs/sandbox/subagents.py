@@ -19,10 +19,8 @@ from contract import ToolSpec
 from contract.argcheck import Checker, compile_schema
 from envs.sandbox.app import boolean, integer, object_schema, text
 from envs.sandbox.state import Collections, ToolContext, ToolFailure
+from envs.screen import OPTIONS, PERMISSIONS, SCREENS
 
-PERMISSIONS = "gui.permissions"
-SCREENS = "gui.screens"
-OPTIONS = "gui.options"
 KNOWLEDGE = "search.knowledge"
 
 GUI_OPERATIONS = ["grant_permission", "revoke_permission", "read_screen", "set_option"]

@@ -2,11 +2,18 @@
 
 ``managed`` runs any one server (its PID file, log and health check); ``prefect`` and
 ``label_studio`` define the two the flywheel needs, with the APIs and credentials code
-uses to reach them; ``model`` serves the registry's champion; ``registry`` names them for
-``flywheel server start|stop|status``.
+uses to reach them; ``model`` serves the registry's champion; ``appium`` is the device
+pool's Appium server; ``registry`` names them for ``flywheel server start|stop|status``.
 Everything public is importable from here.
 """
 
+from flows.servers.appium import (
+    APPIUM_DEFAULT_PORT,
+    APPIUM_HOME_ENV,
+    AppiumServer,
+    appium_home,
+    appium_server,
+)
 from flows.servers.label_studio import (
     LABEL_STUDIO_DEFAULT_PORT,
     LABEL_STUDIO_DEFAULT_USERNAME,
@@ -42,6 +49,8 @@ from flows.servers.prefect import (
 from flows.servers.registry import SERVERS, ServerKind, known_server
 
 __all__ = [
+    "APPIUM_DEFAULT_PORT",
+    "APPIUM_HOME_ENV",
     "HOST",
     "LABEL_STUDIO_DEFAULT_PORT",
     "LABEL_STUDIO_DEFAULT_USERNAME",
@@ -50,6 +59,7 @@ __all__ = [
     "PREFECT_DEFAULT_PORT",
     "REPO_ROOT",
     "SERVERS",
+    "AppiumServer",
     "LabelStudioAccess",
     "LabelStudioAccount",
     "LabelStudioServer",
@@ -59,6 +69,8 @@ __all__ = [
     "ServerKind",
     "ServerSpec",
     "ServerStatus",
+    "appium_home",
+    "appium_server",
     "free_port",
     "http_ok",
     "known_server",

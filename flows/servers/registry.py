@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contract import InvalidInputError
+from flows.servers.appium import APPIUM_DEFAULT_PORT, appium_server
 from flows.servers.label_studio import (
     LABEL_STUDIO_DEFAULT_PORT,
     _label_studio_from_settings,
@@ -36,6 +37,14 @@ class ServerKind:
 
 
 SERVERS: Mapping[str, ServerKind] = {
+    "appium": ServerKind(
+        "Appium",
+        APPIUM_DEFAULT_PORT,
+        lambda home, port, settings: appium_server(
+            home, port, settings.appium if settings else None
+        ),
+        section="appium",
+    ),
     "label-studio": ServerKind(
         "Label Studio",
         LABEL_STUDIO_DEFAULT_PORT,

@@ -95,7 +95,7 @@ def test_an_unknown_server_name_lists_the_allowed_ones(tmp_path: Path) -> None:
     result = runner.invoke(server_app, ["status", "postgres", "--home", str(tmp_path)])
     assert result.exit_code == 1
     assert isinstance(result.exception, InvalidInputError)
-    allowed = "(allowed: label-studio, model, prefect)"
+    allowed = "(allowed: appium, label-studio, model, prefect)"
     assert str(result.exception) == f"server: unknown server 'postgres' {allowed}"
 
 
