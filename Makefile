@@ -61,8 +61,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-## bench: throughput figures: sandbox, catalog ingest, a round against plain Python, curation to export at 200k, dedup against datasketch, SFT tokens/s and RL rollouts/s, the model server's requests/s and swap seconds
-bench: $(STAMP)
+## bench: throughput figures: sandbox, catalog ingest, a round against plain Python, curation to export at 200k, dedup against datasketch, SFT tokens/s and RL rollouts/s, the model server's requests/s and swap seconds, device episodes/s on Appium's fake driver
+bench: $(STAMP) $(APPIUM_STAMP)
 	$(BIN)/flywheel bench sandbox
 	$(BIN)/flywheel bench ingest
 	$(BIN)/flywheel bench round
@@ -70,6 +70,7 @@ bench: $(STAMP)
 	$(BIN)/flywheel bench dedup
 	$(BIN)/flywheel bench training
 	$(BIN)/flywheel bench serving
+	$(BIN)/flywheel bench devices
 
 ## lock: re-resolve pyproject.toml and rewrite requirements.lock
 lock:

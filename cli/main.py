@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 import cli.export  # noqa: F401  (registers ``datasets export`` on datasets_app)
 from cli.deploy import deploy_app, run_loop_command, serve_deployments
+from cli.devices import devices_app
 from cli.feedback import feedback_app
 from cli.gate import gate_app
 from cli.plan import plan_app
@@ -45,6 +46,7 @@ app.add_typer(feedback_app, name="feedback")
 app.add_typer(plan_app, name="plan")
 app.add_typer(models_app, name="models")
 app.add_typer(deploy_app, name="deploy")
+app.add_typer(devices_app, name="devices")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 CapabilityOpt = Annotated[Capability | None, typer.Option(help="only this capability")]
@@ -435,6 +437,19 @@ def bench_serving(
             seed=seed,
         )
     )
+
+
+@bench_app.command("devices")
+def bench_devices(
+    episodes: Annotated[int, typer.Option(min=2, help="GUI episodes")] = 12,
+    calls: Annotated[int, typer.Option(min=1, help="calls per GUI tool")] = 20,
+    seed: SeedOpt = 0,
+) -> None:
+    """Appium's fake driver: session and GUI tool latencies, device episodes/s against
+    the sandbox, and a two-device pool against one."""
+    from bench.devices import run_devices_benchmark
+
+    typer.echo(run_devices_benchmark(episodes=episodes, calls=calls, seed=seed))
 
 
 def _read_json(path: Path) -> Any:

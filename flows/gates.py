@@ -18,11 +18,13 @@ from human_gate import GATES, AutoGate, GateItem, GateUnavailableError, HumanGat
 
 
 def build_gate(name: str, settings: FlywheelSettings) -> HumanGate:
-    """The gate called ``name``: ``auto``, or ``label-studio`` (started when local)."""
+    """The gate called ``name``: ``auto``, or ``label-studio`` (started when local; then it
+    also serves the artifact store to the review page)."""
     if name == "auto":
         return AutoGate()
     if name == "label-studio":
         from flows.servers import label_studio_credentials
+        from flows.servers.label_studio import label_studio_artifact_root
         from human_gate.label_studio import (
             LabelStudioGate,
             LabelStudioGateConfig,
@@ -34,6 +36,9 @@ def build_gate(name: str, settings: FlywheelSettings) -> HumanGate:
             project_prefix=settings.gate.project_prefix,
             rule=consensus_rule(settings.gate.consensus),
             min_annotations=settings.gate.min_annotations,
+            # The local server serves settings.artifacts_path (screenshots, page sources)
+            # through a link in its document root; a remote one gets references as text.
+            artifact_root=label_studio_artifact_root(settings.home, settings.label_studio),
         )
         return LabelStudioGate.connect(access.url, access.token, config)
     raise InvalidInputError("gate", f"unknown gate {name!r}", GATES)

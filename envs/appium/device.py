@@ -45,6 +45,7 @@ from contract import (
     Back,
     ErrorKind,
     Feedback,
+    FlywheelError,
     GuiAction,
     Home,
     LaunchApp,
@@ -82,8 +83,8 @@ class GuiOutcome:
     tree: UITree | None = None
 
 
-class DeviceFaultError(Exception):
-    """The device, its session or its server failed (carried as backend feedback)."""
+class DeviceFaultError(FlywheelError):
+    """The device, its session or its server failed."""
 
 
 def locator_problem(locator: Locator) -> str | None:
@@ -99,7 +100,8 @@ def locator_problem(locator: Locator) -> str | None:
 
 
 def connect(server: str, capabilities: dict[str, Any], command_timeout_s: float) -> WebDriver:
-    """A new session on the Appium server at ``server`` (never through a proxy)."""
+    """A new session on the Appium server at ``server`` (never through a proxy);
+    ``DeviceFaultError`` saying why when there is none."""
     options = AppiumOptions()
     options.load_capabilities(capabilities)
     config = AppiumClientConfig(
@@ -107,7 +109,10 @@ def connect(server: str, capabilities: dict[str, Any], command_timeout_s: float)
         timeout=max(1, round(command_timeout_s)),
         proxy=Proxy({"proxyType": ProxyType.DIRECT}),
     )
-    return webdriver.Remote(server, options=options, client_config=config)
+    try:
+        return webdriver.Remote(server, options=options, client_config=config)
+    except Exception as exc:
+        raise DeviceFaultError(f"no session on {server}: {_reason(exc)}") from None
 
 
 class DeviceSession:
@@ -122,10 +127,11 @@ class DeviceSession:
     def run(self, action: GuiAction) -> GuiOutcome:
         """Run one GUI action; a failure is typed feedback, never an exception."""
         start = time.perf_counter()
-        locator = getattr(action, "locator", None)
-        problem = locator_problem(locator) if isinstance(locator, Locator) else None
-        if problem is not None:
-            return GuiOutcome(Feedback.failure(ErrorKind.INVALID_LOCATOR, problem, "locator"))
+        for field in ("locator", "until"):  # ``until``: the target of a scroll
+            locator = getattr(action, field, None)
+            problem = locator_problem(locator) if isinstance(locator, Locator) else None
+            if problem is not None:
+                return GuiOutcome(Feedback.failure(ErrorKind.INVALID_LOCATOR, problem, field))
         try:
             outcome = self._dispatch(action)
         except Exception as exc:

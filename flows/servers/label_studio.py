@@ -5,6 +5,11 @@ with Prefect's. Its admin password and API token come from settings; unset ones 
 generated once and kept in ``<home>/servers/label-studio/credentials.json`` (mode 0600), so
 later starts reuse the account the database was created with. Secrets travel to the server
 in its environment, never on its command line, in its log or in an error message.
+
+The server serves the artifact store (screenshots, page sources) to signed-in users through
+Label Studio's local-files storage. Its document root ``<home>/label-studio/local-files``
+holds nothing but the link ``artifacts`` to the store: a storage (any user may add one) can
+reach no other file of this machine, not the database nor the credentials.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ LABEL_STUDIO_DEFAULT_PORT = 8089
 LABEL_STUDIO_DEFAULT_USERNAME = "admin@flywheel.local"
 LABEL_STUDIO_VENV_ENV = "FLYWHEEL_LABEL_STUDIO_VENV"
 REPO_ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS_LINK = "artifacts"
+"""The link to the artifact store in the server's local-files document root."""
 
 
 class LabelStudioAccess(NamedTuple):
@@ -104,10 +111,13 @@ class LabelStudioServer(ManagedServer):
         username: str,
         token: str | None,
         password: str | None,
+        artifacts: Path,
     ) -> None:
         super().__init__(spec, home)
         self.venv = venv
         self.data_dir = home / "label-studio"
+        self.files_root = local_files_root(home).absolute()
+        self.artifacts = artifacts
         self.credentials_file = self.state_dir / "credentials.json"
         self._username = username
         self._given_token = token
@@ -131,8 +141,14 @@ class LabelStudioServer(ManagedServer):
         """The server's URL and API token, for the SDK."""
         return LabelStudioAccess(self.spec.url, self.account.token)
 
+    @property
+    def artifact_root(self) -> Path:
+        """The artifact store as the server reaches it: the link in its document root."""
+        return self.files_root / ARTIFACTS_LINK
+
     def start(self) -> ServerStatus:
-        """Start as ``ManagedServer.start`` does, then check that the token is accepted."""
+        """Link the artifact store into the document root, start as ``ManagedServer.start``
+        does, then check that the token is accepted."""
         executable = Path(self.spec.argv[0])
         if self._live_pid() is None and not executable.is_file():
             raise ServerError(
@@ -140,9 +156,25 @@ class LabelStudioServer(ManagedServer):
                 f"to create its environment from requirements-label-studio.lock "
                 f"(or point {LABEL_STUDIO_VENV_ENV} at one)"
             )
+        self.link_artifacts()
         status = super().start()
         self.check_token()
         return status
+
+    def link_artifacts(self) -> None:
+        """Make ``artifact_root`` a link to the artifact store (both created if missing)."""
+        link, target = self.artifact_root, self.artifacts.absolute()
+        target.mkdir(parents=True, exist_ok=True)
+        self.files_root.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() and Path(os.readlink(link)) == target:
+            return
+        if link.exists() and not link.is_symlink():
+            raise ServerError(f"{link} should be a link to the artifact store; remove it")
+        # A new link replaces the old atomically: a concurrent start sees one or the other.
+        partial = link.with_name(f".{link.name}.{os.getpid()}")
+        partial.unlink(missing_ok=True)
+        partial.symlink_to(target, target_is_directory=True)
+        partial.replace(link)
 
     def check_token(self) -> None:
         """Raise ``ServerError`` unless the server accepts the account's API token."""
@@ -198,10 +230,13 @@ def label_studio_server(
     token: str | None = None,
     password: str | None = None,
     venv: Path | None = None,
+    artifacts: Path | None = None,
 ) -> LabelStudioServer:
     """Label Studio on 127.0.0.1, offline, its database and media under ``home/label-studio``.
 
     ``venv`` defaults to ``label_studio_venv()``; unset secrets as in ``label_studio_account``.
+    ``artifacts`` is the artifact store it serves, by default ``home/artifacts`` (as
+    ``FlywheelSettings.artifacts_path``).
     """
     venv = (venv or label_studio_venv()).absolute()
     data_dir = (home / "label-studio").absolute()
@@ -232,12 +267,21 @@ def label_studio_server(
             # It also reads unprefixed names (DJANGO_DB, DATABASE_NAME) another tool may set.
             "LABEL_STUDIO_DJANGO_DB": "sqlite",
             "LABEL_STUDIO_DATABASE_NAME": str(data_dir / "label_studio.sqlite3"),
+            # Serves files under a local-files storage of a project the user may see.
+            "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true",
+            "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(local_files_root(home).absolute()),
             "PYTHONUNBUFFERED": "1",
         },
         # The first start migrates a new database: about 30 s on two cores.
         start_timeout_s=120.0,
     )
-    return LabelStudioServer(spec, home, venv, username, token, password)
+    artifacts = artifacts if artifacts is not None else home / "artifacts"
+    return LabelStudioServer(spec, home, venv, username, token, password, artifacts)
+
+
+def local_files_root(home: Path) -> Path:
+    """The local server's local-files document root: only the link to the artifact store."""
+    return home / "label-studio" / "local-files"
 
 
 def label_studio_credentials(
@@ -265,6 +309,15 @@ def label_studio_credentials(
             "start one with `flywheel server start label-studio`"
         )
     return server.access
+
+
+def label_studio_artifact_root(home: Path, settings: LabelStudioSettings) -> Path | None:
+    """Where the Label Studio to use reaches the artifact store: the local server's link
+    (``LabelStudioServer.artifact_root``), or None for one named by ``settings.url``, which
+    cannot read this machine's files (the review page then names artifacts as text)."""
+    if settings.url is not None:
+        return None
+    return local_files_root(home).absolute() / ARTIFACTS_LINK
 
 
 def with_token_from_block(settings: LabelStudioSettings) -> LabelStudioSettings:

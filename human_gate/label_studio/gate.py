@@ -12,6 +12,12 @@ which is the one that counts (:func:`human_gate.base.final_decisions`). Reviews 
 content-derived and name the annotation and when it was last edited: collecting twice
 gives equal reviews, an edit gives new ones.
 
+Screenshots and page sources of the steps (``Step.artifacts``) are served by Label Studio
+itself when it runs on this machine: given ``artifact_root``, the gate adds a local-files
+storage on that folder to the round's project (Label Studio serves a file only under a
+storage of a project the user may see) and links ``/data/local-files/?d=...`` from the
+page. Without it, references show as text.
+
 Label Studio on SQLite re-runs a request that met a locked database, which can create a
 project or import a task twice: ``submit`` deletes such unannotated extras again.
 
@@ -23,10 +29,13 @@ then :class:`GateUnavailableError` names the server's URL, never its token.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar, cast
+from urllib.parse import quote
 
 import httpx
 from label_studio_sdk import AllRolesProjectList, ImportApiRequest, LabelStudio
@@ -55,15 +64,21 @@ from human_gate.label_studio.labeling import LABEL_CONFIG
 from human_gate.label_studio.view import (
     CURATOR_VERSION,
     AnnotationValues,
+    ArtifactUrl,
     parse_annotation,
     prediction,
     task_data,
 )
+from storage.artifacts import ArtifactStore
 
 log = logging.getLogger(__name__)
 
 TRAJECTORY_KEY = "trajectory_id"
 """The task data field that identifies the trajectory (set by ``view.task_data``)."""
+LOCAL_FILES_URL = "/data/local-files/?d="
+"""Where Label Studio serves a file, by its path under the local-files document root."""
+ARTIFACT_STORAGE_TITLE = "flywheel artifacts"
+"""The title of the local-files storage that serves a project's artifacts."""
 
 T = TypeVar("T")
 _REASONED = frozenset({ReviewDecision.REJECT, ReviewDecision.QUARANTINE})
@@ -96,6 +111,14 @@ class LabelStudioGateConfig:
     timeout_s: float = field(default=30.0, metadata={"help": "per HTTP request"})
     page_size: int = field(default=100, metadata={"help": "tasks per page when reading"})
     import_batch: int = field(default=100, metadata={"help": "tasks per import request"})
+    artifact_root: Path | None = field(
+        default=None,
+        metadata={
+            "help": "the artifact store as Label Studio reaches it: a folder directly under "
+            "its LOCAL_FILES_DOCUMENT_ROOT, with local-files serving on; None: artifacts "
+            "show as references (a remote server cannot read this machine's files)"
+        },
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rule", consensus_rule(self.rule))
@@ -289,10 +312,14 @@ class LabelStudioGate:
         tasks = self._tasks(project)
         present = {_trajectory_of(task) for task in tasks}
         missing = [i for i in items if i.trajectory_id not in present]
+        artifact_url = self._artifact_url(project, missing)
         size = self.config.import_batch
         for start in range(0, len(missing), size):
             batch = [
-                {"data": task_data(item, round_id), "predictions": [prediction(item)]}
+                {
+                    "data": task_data(item, round_id, artifact_url=artifact_url),
+                    "predictions": [prediction(item)],
+                }
                 for item in missing[start : start + size]
             ]
             # The SDK's typed ImportApiRequest insists on a task id inside each prediction,
@@ -305,6 +332,52 @@ class LabelStudioGate:
             )
         self._repair(self._tasks(project) if missing else tasks, items)
         return len(missing)
+
+    def _artifact_url(self, project: int, items: Sequence[GateItem]) -> ArtifactUrl | None:
+        """URLs of the stored artifacts of ``items``, served by Label Studio from
+        ``artifact_root`` through a local-files storage of ``project`` (added when missing).
+
+        None (references show as text) without a root or artifacts, or when the server
+        refuses the storage: local-files serving off, or the root outside its document root.
+        """
+        root = self.config.artifact_root
+        if root is None or not any(s.artifacts for i in items for s in i.trajectory.steps):
+            return None
+        path = os.path.normpath(root.absolute())
+        storages = self.client.import_storage.local.list(
+            project=project, request_options=self._options
+        )
+        if not any(s.path == path for s in storages):
+            try:
+                self.client.import_storage.local.create(
+                    project=project,
+                    path=path,
+                    title=ARTIFACT_STORAGE_TITLE,
+                    description="Screenshots and page sources for the review page; "
+                    "it imports nothing.",
+                    regex_filter="^$",  # a sync, should someone start one, imports no file
+                    use_blob_urls=False,
+                    request_options=self._options,
+                )
+            except ApiError as exc:
+                if exc.status_code != 400:
+                    raise
+                log.warning(
+                    "Label Studio at %s refused to serve %s (%s): artifacts show as "
+                    "references. `flywheel server start label-studio` starts a local server "
+                    "that serves them (stop one started by an older version first).",
+                    self.url,
+                    path,
+                    _validation_errors(exc.body),
+                )
+                return None
+        store = ArtifactStore(root)
+        prefix = LOCAL_FILES_URL + quote(root.name) + "/"
+
+        def url(ref: str) -> str | None:
+            return prefix + quote(ref) if ref in store else None
+
+        return url
 
     def _repair(self, tasks: Sequence[Any], items: Sequence[GateItem]) -> None:
         """Undo what a re-run import leaves behind: Label Studio on SQLite re-runs a
@@ -437,6 +510,13 @@ def _detail(body: object) -> str:
     if isinstance(body, Mapping) and isinstance(body.get("detail"), str):
         return f" ({body['detail'][:200]})"
     return ""
+
+
+def _validation_errors(body: object) -> str:
+    """What the server found invalid, briefly."""
+    if isinstance(body, Mapping):
+        body = body.get("validation_errors") or body.get("detail") or body
+    return str(body)[:300]
 
 
 def _trajectory_of(task: Any) -> str | None:

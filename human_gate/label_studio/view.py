@@ -12,9 +12,11 @@ Step numbers are the contract's ``Step.index`` everywhere: in the timeline, in t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
+from pathlib import PurePosixPath
 from typing import Any
 
 import orjson
@@ -54,8 +56,10 @@ TEXT_CHARS = 200
 EVIDENCE_CHARS = 160
 
 ArtifactUrl = Callable[[str], str | None]
-"""Maps an artifact reference (a screenshot's path) to a URL the annotator's browser can
-load, or None to show the reference as text."""
+"""Maps an artifact reference (a screenshot's or page source's path in the artifact store)
+to a URL the annotator's browser can load, or None to show the reference as text."""
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp"})
+"""Artifacts shown as thumbnails; others (page sources: ``.xml``) are links."""
 
 # -- styles (inline only: Label Studio embeds the HTML in its own page) ------------------
 
@@ -119,8 +123,9 @@ def render_html(
     """The trajectory as one block of escaped HTML with inline styles.
 
     ``sensitive_tools`` are highlighted where they are offered and used; ``artifact_url``
-    turns a step's screenshots into images (only same-origin paths and ``data:image``
-    URLs are shown as images; anything else stays a text reference).
+    turns a step's screenshots into thumbnails and its page sources into links (only
+    same-origin paths, and ``data:image`` URLs for images, are used; anything else stays a
+    text reference).
     """
     t, rec = item.trajectory, item.curation
     parts = [
@@ -264,24 +269,44 @@ def _flags(step: Step, is_sensitive: bool, repeat_of: int | None) -> str:
 
 
 def _artifacts(step: Step, artifact_url: ArtifactUrl | None) -> str:
+    """Screenshots as thumbnails, other artifacts (page sources) as links, each opening in
+    a new tab; references without a usable URL as text."""
     shown = []
     for ref in step.artifacts:
         url = artifact_url(ref) if artifact_url is not None else None
-        if url is not None and _displayable(url):
-            src = escape(url, quote=True)
+        image = PurePosixPath(ref).suffix.lower() in IMAGE_SUFFIXES
+        title = escape(ref, quote=True)
+        if url is None or not _displayable(url, image):
+            icon = "📷" if image else "📄"
+            shown.append(f'<span style="{_MUTED};font-size:12px">{icon} {escape(ref)}</span> ')
+            continue
+        href = escape(url, quote=True)
+        if image:
             shown.append(
-                f'<a href="{src}" target="_blank" rel="noopener"><img src="{src}" alt="'
-                f'{escape(ref, quote=True)}" loading="lazy" style="max-height:180px;'
+                f'<a href="{href}" target="_blank" rel="noopener"><img src="{href}" alt="'
+                f'{title}" title="{title}" loading="lazy" style="max-height:180px;'
                 'max-width:260px;border:1px solid #d0d7de;margin:4px 4px 0 0"></a>'
             )
         else:
-            shown.append(f'<span style="{_MUTED};font-size:12px">📷 {escape(ref)}</span> ')
+            label = "page source" if ref.lower().endswith(".xml") else "file"
+            shown.append(
+                f'<a href="{href}" target="_blank" rel="noopener" title="{title}" '
+                f'style="font-size:12px;margin-right:8px">📄 {label}</a>'
+            )
     return f"<div>{''.join(shown)}</div>" if shown else ""
 
 
-def _displayable(url: str) -> bool:
-    """Same-origin paths and inline images only: nothing reaches another host."""
-    return (url.startswith("/") and not url.startswith("//")) or url.startswith("data:image/")
+_ODD = re.compile(r"[\\\x00-\x1f\x7f]")
+
+
+def _displayable(url: str, image: bool = True) -> bool:
+    """Same-origin paths, and for images inline ones: nothing reaches another host.
+
+    Browsers read ``/\\host`` and ``/<tab>/host`` as ``//host``: a backslash or a control
+    character makes a path unusable.
+    """
+    same_origin = url.startswith("/") and not url.startswith("//") and not _ODD.search(url)
+    return same_origin or (image and url.startswith("data:image/"))
 
 
 def _final_answer(t: Trajectory) -> str:

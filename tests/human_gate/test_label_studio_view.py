@@ -84,7 +84,8 @@ def poison(t: Trajectory) -> Trajectory:
     task["tools"] = [*task["tools"][:14], PAYLOAD]
     data["metadata"]["policy"]["name"] = PAYLOAD
     first, second, last = data["steps"][0], data["steps"][1], data["steps"][-1]
-    first.update(model_output=PAYLOAD, observation=PAYLOAD, artifacts=[PAYLOAD])
+    artifacts = [f"{PAYLOAD}.png", f"{PAYLOAD}.xml"]
+    first.update(model_output=PAYLOAD, observation=PAYLOAD, artifacts=artifacts)
     first["action"] = {"kind": "tool_call", "tool": PAYLOAD, "arguments": {PAYLOAD: PAYLOAD}}
     first["feedback"] = {
         "result": {"text": PAYLOAD * 20},
@@ -154,20 +155,102 @@ def test_every_trajectory_field_is_escaped(poisoned: GateItem) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
-def test_artifacts_become_images_only_for_same_origin_urls(poisoned: GateItem) -> None:
+def test_artifacts_become_images_and_links_only_for_same_origin_urls(
+    poisoned: GateItem,
+) -> None:
     def safe(ref: str) -> str:
         return "/data/local-files/?d=" + ref
 
     def remote(ref: str) -> str:
         return "javascript:alert(1)//" + ref
 
-    images = [a for t, a in Page(render_html(poisoned, artifact_url=safe)).tags if t == "img"]
-    assert len(images) == 1
-    assert images[0]["src"] == safe(PAYLOAD)
+    page = Page(render_html(poisoned, artifact_url=safe))
+    images = [a for t, a in page.tags if t == "img"]
+    assert [i["src"] for i in images] == [safe(f"{PAYLOAD}.png")]
+    assert images[0]["alt"] == f"{PAYLOAD}.png"
+    links = [a["href"] for t, a in page.tags if t == "a"]
+    assert links == [safe(f"{PAYLOAD}.png"), safe(f"{PAYLOAD}.xml")]  # the image's, the source's
     assert_inert(render_html(poisoned, artifact_url=safe))
     refused = Page(render_html(poisoned, artifact_url=remote))
-    assert "img" not in {tag for tag, _ in refused.tags}
+    assert {"img", "a"}.isdisjoint(tag for tag, _ in refused.tags)
     assert "javascript:" not in render_html(poisoned, artifact_url=remote)
+
+
+def with_artifacts(item: GateItem, refs: list[str]) -> GateItem:
+    """``item`` with ``refs`` as its first step's artifacts."""
+    steps = list(item.trajectory.steps)
+    steps[0] = steps[0].model_copy(update={"artifacts": refs})
+    return GateItem(item.trajectory.model_copy(update={"steps": steps}), item.curation)
+
+
+SHOT = "ab/cd/" + "ab" * 32 + ".png"
+SOURCE = "ef/01/" + "ef" * 32 + ".xml"
+
+
+def test_a_screenshot_is_a_thumbnail_and_a_page_source_a_link(items: list[GateItem]) -> None:
+    item = with_artifacts(items[0], [SHOT, SOURCE])
+
+    def url(ref: str) -> str:
+        return f"/data/local-files/?d=artifacts/{ref}&x=<1>"
+
+    html = render_html(item, artifact_url=url)
+    page = assert_inert(html)
+    assert [a["src"] for t, a in page.tags if t == "img"] == [url(SHOT)]
+    source = [a for t, a in page.tags if t == "a" and a["href"] == url(SOURCE)]
+    assert len(source) == 1 and source[0]["title"] == SOURCE
+    assert source[0]["target"] == "_blank" and source[0]["rel"] == "noopener"
+    assert "📄 page source" in "".join(page.text)
+    assert f'src="/data/local-files/?d=artifacts/{SHOT}&amp;x=&lt;1&gt;"' in html  # escaped
+
+    text = Page(render_html(item))  # no URLs: both named as text
+    assert {"img", "a"}.isdisjoint(tag for tag, _ in text.tags)
+    assert f"📷 {SHOT}" in "".join(text.text) and f"📄 {SOURCE}" in "".join(text.text)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "//evil.example/x.png",
+        "/\\evil.example/x.png",
+        "/\t/evil.example/x.png",
+        "/\n/evil.example/x.png",
+        "https://evil.example/x.png",
+        "data:text/html,<b>x</b>",
+    ],
+)
+def test_urls_that_could_leave_the_server_stay_text(items: list[GateItem], url: str) -> None:
+    item = with_artifacts(items[0], [SHOT, SOURCE])
+    page = Page(render_html(item, artifact_url=lambda ref: url))
+    assert {"img", "a"}.isdisjoint(tag for tag, _ in page.tags)
+    assert "evil.example" not in "".join(page.text)  # the reference is shown, not the URL
+
+
+def test_an_inline_image_is_shown_but_a_page_source_is_never_inline(
+    items: list[GateItem],
+) -> None:
+    item = with_artifacts(items[0], [SHOT, SOURCE])
+    inline = "data:image/png;base64,iVBORw0K"
+    page = Page(render_html(item, artifact_url=lambda ref: inline))
+    assert [a["src"] for t, a in page.tags if t == "img"] == [inline]
+    assert [a["href"] for t, a in page.tags if t == "a"] == [inline]  # the thumbnail's own
+    assert f"📄 {SOURCE}" in "".join(page.text)
+
+
+def test_a_reference_with_odd_characters_is_escaped(items: list[GateItem]) -> None:
+    odd = 'ab/"cd\\' + "'<marquee>&amp;</marquee>\n.xml"
+    item = with_artifacts(items[0], [odd, odd + ".png"])
+    html = render_html(item, artifact_url=lambda ref: "/data/local-files/?d=" + ref)
+    page = assert_inert(html)
+    assert "<marquee>" not in html and "&amp;amp;" in html
+    assert {t for t, _ in page.tags}.isdisjoint({"marquee"})
+    # the backslash and newline make both URLs unusable: they stay text, escaped
+    assert {"img", "a"}.isdisjoint(tag for tag, _ in page.tags)
+    assert odd in "".join(page.text)
+    clean = 'ab/"cd' + "'<marquee>&amp;</marquee>.png"
+    html = render_html(with_artifacts(item, [clean]), artifact_url=lambda r: "/f?d=" + r)
+    images = [a for t, a in assert_inert(html).tags if t == "img"]
+    assert [(i["src"], i["alt"]) for i in images] == [("/f?d=" + clean, clean)]
+    assert "<marquee>" not in html
 
 
 def test_a_15_step_trajectory_renders_one_row_per_step(items: list[GateItem]) -> None:

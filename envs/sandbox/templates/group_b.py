@@ -27,6 +27,7 @@ from contract import (
     SubAgentCall,
     TaskPattern,
     ToolCall,
+    UIStateCheck,
 )
 from envs.sandbox.apps.smart_home import FRONT_DOOR, POWERED, THERMOSTAT
 from envs.sandbox.apps.travel import HOME_CITY
@@ -861,6 +862,35 @@ def grant_app_permission(world: Collections, p: Params) -> Draft:
                     Condition(field="granted", value=True),
                 ),
                 expect="exactly_one",
+            ),
+        ],
+    )
+
+
+@templates.template([Capability.SUBAGENT], Difficulty.EASY, ["settings"], patterns=[ROUTING])
+def switch_on_app_option(world: Collections, p: Params) -> Draft:
+    """Verified on the screen: the option's switch must show on (a ``ui_state`` check),
+    in the sandbox's rendering of its GUI world as on a device."""
+    app = p.pick("app", ["parking", "bank", "gym", "airline", "transit"])
+    option = p.pick("option", ["dark_mode", "auto_renew", "offline_mode"])
+    label = option.replace("_", " ")
+    arguments = {"app": app, "operation": "set_option", "target": option, "value": True}
+    return Draft(
+        goal=f"Turn on {label} in the {app} app.",
+        plan=[
+            SubAgentCall(
+                agent="gui",
+                instruction=f"Open the {app} app and switch {label} on.",
+                arguments=arguments,
+            )
+        ],
+        checks=[
+            CollaborationCheck(agent="gui", arguments=arguments, max_calls=2),
+            UIStateCheck(
+                xpath=f"//*[@id='option:{app}:{option}']",
+                attributes={"checked": "true"},
+                expect="exactly_one",
+                note="the option's switch shows on",
             ),
         ],
     )

@@ -1,0 +1,94 @@
+"""The device pool from settings, and its Prefect concurrency limit per device (real
+Prefect server): two pools (two processes, as far as the limit knows) never lease one
+device at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from prefect import get_client
+
+from envs.appium.pool import DeviceLease, DevicePool, DeviceSpec
+from envs.appium.profiles import FakeProfile, UiAutomator2Profile
+from flows.devices import device_specs, ensure_device_limits, limit_name, prefect_guard
+from flows.servers import prefect_api
+from flows.settings import DeviceSettings, DevicesSettings, FlywheelSettings
+
+
+def test_pool_entries_default_to_the_local_appium_server(tmp_path: Path) -> None:
+    settings = FlywheelSettings(
+        home=tmp_path,
+        appium={"port": 4999},
+        devices=DevicesSettings(
+            pool=[
+                DeviceSettings(name="fake-0"),
+                DeviceSettings(
+                    name="pixel",
+                    server="http://10.0.0.5:4723/",
+                    driver="uiautomator2",
+                    capabilities={"appium:udid": "emulator-5554"},
+                    apps={"transit": "com.example.transit"},
+                ),
+            ]
+        ),
+    )
+    fake, pixel = device_specs(settings)
+    assert (fake.name, fake.server, fake.profile) == (
+        "fake-0",
+        "http://127.0.0.1:4999",
+        FakeProfile(),
+    )
+    assert pixel.server == "http://10.0.0.5:4723"
+    assert isinstance(pixel.profile, UiAutomator2Profile)
+    assert pixel.profile.packages == {"transit": "com.example.transit"}
+    caps = pixel.all_capabilities()
+    assert caps["platformName"] == "Android" and caps["appium:udid"] == "emulator-5554"
+
+
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ({"name": "Bad Name"}, "name"),
+        ({"name": "ok", "driver": "xcuitest"}, "driver"),
+        ({"name": "ok", "server": "127.0.0.1:4723"}, "server"),
+    ],
+)
+def test_a_bad_pool_entry_is_refused_naming_its_field(entry: dict[str, str], field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        DevicesSettings(pool=[DeviceSettings.model_validate(entry)])
+
+
+def test_device_names_must_be_unique() -> None:
+    with pytest.raises(ValueError, match="fake-0 is used twice"):
+        DevicesSettings(pool=[DeviceSettings(name="fake-0"), DeviceSettings(name="fake-0")])
+
+
+@pytest.mark.slow
+def test_the_prefect_limit_keeps_one_lease_per_device_across_pools(prefect_api_url: str) -> None:
+    name = f"phone-{uuid.uuid4().hex[:8]}"
+    spec = DeviceSpec(name, "http://127.0.0.1:9", FakeProfile())
+
+    def pool() -> DevicePool:  # a pool per "process": only the Prefect limit is shared
+        return DevicePool(
+            [spec], guard=prefect_guard, healthy=lambda _: True, poll_s=0.1, lease_timeout_s=1
+        )
+
+    with prefect_api(prefect_api_url), get_client(sync_client=True) as client:
+        ensure_device_limits([name])
+        first_pool, second_pool = pool(), pool()
+        first = first_pool.acquire()
+        got: list[DeviceLease] = []
+        waiter = threading.Thread(target=lambda: got.append(second_pool.acquire()))
+        waiter.start()
+        time.sleep(3.0)  # past the lease timeout: a busy device is waited for, not failed
+        assert got == [] and waiter.is_alive()
+        assert client.read_global_concurrency_limit_by_name(limit_name(name)).active_slots == 1
+        first_pool.release(first)
+        waiter.join(timeout=30)
+        assert [lease.name for lease in got] == [name]
+        second_pool.release(got[0])
+        assert client.read_global_concurrency_limit_by_name(limit_name(name)).active_slots == 0
