@@ -47,7 +47,8 @@ def run_episode(
 
     ``attempt`` numbers the collector's tries of one task (a retry after a backend fault).
     A backend that fails itself (``BackendFaultError``: a device that went away) ends the
-    episode as a backend error, with the fault as the last step's feedback."""
+    episode as a backend error, with the fault as the last step's feedback (a step without
+    an action, unless the last step's own feedback was the backend error already)."""
 
     def record(
         steps: list[Step], verdict: Verdict, termination: Termination, retries: int = 0
@@ -95,9 +96,10 @@ def run_episode(
         if verdict is None or termination is not Termination.VERIFIED:
             verdict = verify(task.verifier, steps, backend.evidence(), judge)
     except BackendFaultError as fault:
-        return record(
-            _with_fault(steps, fault), _fault_verdict(), Termination.BACKEND_ERROR, retries
-        )
+        # After a step that already failed in the backend, that step says what failed.
+        if termination is not Termination.BACKEND_ERROR:
+            steps = _with_fault(steps, fault)
+        return record(steps, _fault_verdict(), Termination.BACKEND_ERROR, retries)
     return record(steps, verdict, termination, retries)
 
 

@@ -124,8 +124,9 @@ class UIStateCheck(_Check):
     """Elements of the final screen (a device's UI tree, or the sandbox's rendering of
     its GUI state) that ``xpath`` selects, e.g. ``//*[@id='perm:transit:camera']``.
 
-    ``exists``: at least one; ``exactly_one``; ``absent``: none. Every selected element
-    must also carry ``attributes`` (e.g. ``{"checked": "true"}``), compared as text.
+    The elements that count are those selected that also carry ``attributes`` (e.g.
+    ``{"checked": "true"}``, compared as text): ``exists``: at least one; ``exactly_one``;
+    ``absent``: none.
     """
 
     kind: Literal["ui_state"] = "ui_state"

@@ -10,8 +10,8 @@ limits show in the Prefect UI under Concurrency.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 
 from prefect import get_client
 from prefect.concurrency.sync import concurrency
@@ -78,13 +78,3 @@ def device_pool(settings: FlywheelSettings, *, guarded: bool = True) -> DevicePo
             )
             _POOLS[key] = pool
     return pool
-
-
-@contextmanager
-def forget_pools() -> Iterator[None]:
-    """Pools made inside the block are dropped after it (tests that change settings)."""
-    try:
-        yield
-    finally:
-        with _POOLS_LOCK:
-            _POOLS.clear()

@@ -11,6 +11,7 @@ tag concurrency limit bound collection across concurrent rounds too.
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -496,7 +497,32 @@ def _collect(
         for done, future in enumerate(futures, start=1):
             trajectories += future.result()
             log.info("collected shard %d/%d", done, len(futures))
+    if on_device:
+        publish_devices(round_id, trajectories)
     return sorted(trajectories, key=lambda t: t.id)
+
+
+def publish_devices(round_id: str, trajectories: Sequence[Trajectory]) -> None:
+    """Per device of the pool: attempts, outcomes, and the evidence kept."""
+    from prefect.artifacts import create_table_artifact
+
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for t in trajectories:
+        if t.metadata.backend == "device":
+            seen = counts[t.metadata.device or "none"]
+            seen["attempts"] += 1
+            seen[t.metadata.outcome.value] += 1
+            seen["artifacts"] += sum(len(step.artifacts) for step in t.steps)
+    columns = ("attempts", "success", "failure", "backend_error", "artifacts")
+    create_table_artifact(
+        key="round-devices",
+        table=[
+            {"device": name, **{c: seen[c] for c in columns}}
+            for name, seen in sorted(counts.items())
+        ],
+        description=f"Attempts per device in {round_id}: backend errors are kept as "
+        "evidence, never trained on; artifacts are screenshots and page sources",
+    )
 
 
 _SHARD_PREFIX = {

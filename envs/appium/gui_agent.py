@@ -92,7 +92,7 @@ def _operate(run: _Run, args: dict[str, Any]) -> Feedback:
     if operation == "read_screen":
         element = screen.find(screen_id(app, target))
         if element is None:
-            return _missing(run, app, f"a {target} screen")
+            return _missing(run, app, f"{target} screen")
         run.do(Screenshot())
         run.do(Home())
         return Feedback(result={"app": app, "screen": target, "content": element.text})
@@ -106,7 +106,7 @@ def _operate(run: _Run, args: dict[str, Any]) -> Feedback:
     element_id = make_id(app, target)
     element = screen.find(element_id)
     if element is None:
-        return _missing(run, app, f"a {target} {noun}")
+        return _missing(run, app, f"{target} {noun}")
     changes: tuple[StateChange, ...] = ()
     if element.checked is not wanted:
         run.do(Tap(locator=Locator(by="id", value=element_id)))
@@ -123,7 +123,6 @@ def _operate(run: _Run, args: dict[str, Any]) -> Feedback:
 
 
 def _missing(run: _Run, app: str, what: str) -> Feedback:
+    """The app has no such element: go home, and say so about ``target``."""
     run.do(Home())
-    return Feedback.failure(
-        ErrorKind.ELEMENT_NOT_FOUND, f"the {app} app shows no {what.removeprefix('a ')}", "target"
-    )
+    return Feedback.failure(ErrorKind.ELEMENT_NOT_FOUND, f"the {app} app shows no {what}", "target")

@@ -68,12 +68,17 @@ class DeviceLease:
     """One device held by one collector until released."""
 
     def __init__(
-        self, spec: DeviceSpec, store: Store | None, command_timeout_s: float, guard: Any
+        self,
+        spec: DeviceSpec,
+        store: Store | None,
+        command_timeout_s: float,
+        guard: AbstractContextManager[object] | None,
     ) -> None:
         self.spec = spec
         self._store = store
         self._timeout = command_timeout_s
-        self._guard = guard
+        self.guard = guard
+        """The pool's guard held for this lease (exited when the pool releases it)."""
         self._session: DeviceSession | None = None
         self._failed = False
         """Marked broken with no session to mark (creating one failed)."""
@@ -192,8 +197,7 @@ class DevicePool:
         try:
             lease.close()
         finally:
-            guard = lease._guard
-            lease._guard = None
+            guard, lease.guard = lease.guard, None
             if guard is not None:
                 guard.__exit__(None, None, None)
             with self._lock:

@@ -77,12 +77,19 @@ def test_a_hybrid_round_runs_gui_tasks_on_the_device_pool(
     assert out["dataset_version"] is not None
 
     from prefect import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
     from flows.servers import prefect_api
 
+    run_filter = ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[out["flow_run_id"]]))
     with prefect_api(prefect_api_url), get_client(sync_client=True) as client:
         limit = client.read_global_concurrency_limit_by_name("device-fake-0")
+        artifacts = client.read_artifacts(artifact_filter=run_filter)
     assert limit.limit == 1 and limit.active_slots == 0
+    [table] = [a for a in artifacts if a.key == "round-devices"]
+    [row] = json.loads(str(table.data))
+    assert row["device"] == "fake-0" and row["attempts"] == len(on_device)
+    assert row["artifacts"] > 0 and row["backend_error"] == 0
 
 
 def _sessions(log: Path) -> int:

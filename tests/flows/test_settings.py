@@ -16,10 +16,15 @@ from tests.curation.test_planning import report, stats, tasks_of
 README = Path(__file__).parents[2] / "README.md"
 
 
-def _readme_toml() -> str:
+def _readme_tomls() -> list[str]:
+    """The README's settings examples: the whole file first, then sections of it."""
     blocks = re.findall(r"```toml\n(.*?)```", README.read_text(), flags=re.DOTALL)
-    assert len(blocks) == 1
-    return str(blocks[0])
+    assert len(blocks) >= 2
+    return [str(b) for b in blocks]
+
+
+def _readme_toml() -> str:
+    return _readme_tomls()[0]
 
 
 def test_the_readme_settings_file_loads_as_documented(
@@ -34,6 +39,21 @@ def test_the_readme_settings_file_loads_as_documented(
     assert settings.balance.target().recovery_share == 0.2
     assert settings.agent_llm.endpoint is not None
     assert settings.agent_llm.endpoint.model == "judge"
+
+
+def test_the_readme_device_pool_loads_as_documented(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    [devices] = [b for b in _readme_tomls() if b.startswith("[devices]")]
+    path = tmp_path / "flywheel.toml"
+    path.write_text(devices)
+    monkeypatch.setenv("FLYWHEEL_CONFIG", str(path))
+    settings = load_settings()
+    assert settings.devices.route == "gui"
+    fake, phone = settings.devices.pool
+    assert (fake.name, fake.driver, fake.server) == ("fake-0", "fake", None)
+    assert (phone.driver, phone.capabilities) == ("uiautomator2", {"appium:udid": "emulator-5554"})
+    assert phone.apps["transit"] == "com.example.transit"
 
 
 def test_the_environment_wins_over_the_file(
