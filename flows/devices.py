@@ -16,7 +16,8 @@ from contextlib import AbstractContextManager
 from prefect import get_client
 from prefect.concurrency.sync import concurrency
 
-from envs.appium.pool import DevicePool, DeviceSpec
+from contract import FlywheelError
+from envs.appium.pool import DevicePool, DeviceSpec, server_ready
 from envs.appium.profiles import driver_profile
 from flows.settings import FlywheelSettings
 from storage import ArtifactStore
@@ -39,6 +40,19 @@ def device_specs(settings: FlywheelSettings) -> list[DeviceSpec]:
         )
         for entry in settings.devices.pool
     ]
+
+
+def require_a_ready_device(settings: FlywheelSettings) -> None:
+    """Refuse to route tasks to a pool none of whose servers answers: every attempt
+    would otherwise wait out the lease timeout."""
+    specs = device_specs(settings)
+    if any(server_ready(spec.server) for spec in specs):
+        return
+    where = ", ".join(f"{spec.name} at {spec.server}" for spec in specs)
+    raise FlywheelError(
+        f"devices.route is gui but no device of the pool answers ({where}): start the local "
+        "Appium server with `flywheel server start appium`, or fix [[devices.pool]]"
+    )
 
 
 def limit_name(device: str) -> str:

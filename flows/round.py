@@ -41,6 +41,7 @@ from envs.appium.backend import needs_gui
 from flows import round_stages as stages
 from flows.approval import Proposal, request_approval
 from flows.curation_stage import curate_round
+from flows.devices import require_a_ready_device
 from flows.gates import build_gate
 from flows.planning import next_plan
 from flows.round_stages import STAGES, RoundSummary
@@ -472,6 +473,7 @@ def _collect(
     if teacher:
         log.info("%d of %d tasks collected by the scripted teacher", len(teacher), len(tasks))
     if on_device:
+        require_a_ready_device(settings)
         log.info("%d of %d tasks run on the device pool", len(on_device), len(tasks))
     runner: ThreadPoolTaskRunner[Any] = ThreadPoolTaskRunner(
         max_workers=settings.round.collect_workers

@@ -92,6 +92,21 @@ def test_a_hybrid_round_runs_gui_tasks_on_the_device_pool(
     assert row["artifacts"] > 0 and row["backend_error"] == 0
 
 
+def test_a_round_refuses_a_pool_where_nothing_answers(prefect_api_url: str, tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    result = subprocess.run(
+        [FLYWHEEL, "round", *ROUND, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=command_env(tmp_path, prefect_api_url, **_pool(dead, "fake-0")),
+        check=False,
+    )
+    assert result.returncode == 1
+    assert f"no device of the pool answers (fake-0 at {dead})" in result.stderr
+    assert "flywheel server start appium" in result.stderr
+
+
 def _sessions(log: Path) -> int:
     return log.read_text(errors="replace").count("session created successfully")
 
