@@ -156,7 +156,8 @@ def _header(t: Trajectory, rec: CurationRecord) -> str:
             t.task.difficulty.value,
             ", ".join(t.task.domains),
             f"{t.metadata.policy.name}@{t.metadata.policy.version}",
-            f"{len(t.steps)} steps",
+            _ran_on(t),
+            f"{len(t.steps)} step{'' if len(t.steps) == 1 else 's'}",
             t.id,
         ]
     )
@@ -268,10 +269,19 @@ def _flags(step: Step, is_sensitive: bool, repeat_of: int | None) -> str:
     return "".join(flags)
 
 
+def _ran_on(t: Trajectory) -> str:
+    """Where the episode ran: the backend, and the device when it was one."""
+    device = t.metadata.device
+    if t.metadata.backend == "device" and device:
+        return f"on device {device}"
+    return f"on {t.metadata.backend}"
+
+
 def _artifacts(step: Step, artifact_url: ArtifactUrl | None) -> str:
     """Screenshots as thumbnails, other artifacts (page sources) as links, each opening in
     a new tab; references without a usable URL as text."""
     shown = []
+    sources = [r for r in step.artifacts if PurePosixPath(r).suffix.lower() == ".xml"]
     for ref in step.artifacts:
         url = artifact_url(ref) if artifact_url is not None else None
         image = PurePosixPath(ref).suffix.lower() in IMAGE_SUFFIXES
@@ -288,7 +298,9 @@ def _artifacts(step: Step, artifact_url: ArtifactUrl | None) -> str:
                 'max-width:260px;border:1px solid #d0d7de;margin:4px 4px 0 0"></a>'
             )
         else:
-            label = "page source" if ref.lower().endswith(".xml") else "file"
+            label = "file"
+            if ref in sources:  # numbered in the order the agent read the screens
+                label = "page source" + (f" {sources.index(ref) + 1}" if len(sources) > 1 else "")
             shown.append(
                 f'<a href="{href}" target="_blank" rel="noopener" title="{title}" '
                 f'style="font-size:12px;margin-right:8px">📄 {label}</a>'

@@ -207,6 +207,24 @@ def test_a_screenshot_is_a_thumbnail_and_a_page_source_a_link(items: list[GateIt
     assert f"📷 {SHOT}" in "".join(text.text) and f"📄 {SOURCE}" in "".join(text.text)
 
 
+def test_several_page_sources_are_numbered_and_the_device_is_named(
+    items: list[GateItem],
+) -> None:
+    second = "12/34/" + "12" * 32 + ".xml"
+    item = with_artifacts(items[0], [SOURCE, SHOT, second])
+    metadata = item.trajectory.metadata.model_copy(
+        update={"backend": "device", "device": "pixel-7"}
+    )
+    item = GateItem(item.trajectory.model_copy(update={"metadata": metadata}), item.curation)
+    page = assert_inert(render_html(item, artifact_url=lambda ref: f"/data/local-files/?d={ref}"))
+    words = "".join(page.text)
+    assert "📄 page source 1" in words and "📄 page source 2" in words
+    assert words.index("page source 1") < words.index("page source 2")
+    assert "on device pixel-7" in words
+    sandbox = Page(render_html(items[0]))
+    assert "on sandbox" in "".join(sandbox.text) and "page source" not in "".join(sandbox.text)
+
+
 @pytest.mark.parametrize(
     "url",
     [
