@@ -17,6 +17,7 @@ from prefect import get_client
 from prefect.concurrency.sync import concurrency
 
 from contract import FlywheelError
+from envs.appium.gui_agent import GuiAgent
 from envs.appium.pool import DevicePool, DeviceSpec, server_ready
 from envs.appium.profiles import driver_profile
 from flows.settings import FlywheelSettings
@@ -53,6 +54,20 @@ def require_a_ready_device(settings: FlywheelSettings) -> None:
         f"devices.route is gui but no device of the pool answers ({where}): start the local "
         "Appium server with `flywheel server start appium`, or fix [[devices.pool]]"
     )
+
+
+def gui_agent(settings: FlywheelSettings) -> GuiAgent | None:
+    """The GUI agent the settings name for devices: None for the scripted one (the
+    backend's default), an ``LLMGuiAgent`` on ``[devices] gui_model`` for ``llm``."""
+    endpoint = settings.devices.gui_model
+    if settings.devices.gui_agent != "llm" or endpoint is None:
+        return None
+    from agents.gui_agent import LLMGuiAgent
+    from agents.policies.openai_policy import make_client
+
+    key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
+    client = make_client(endpoint.base_url, key, endpoint.timeout_s)
+    return LLMGuiAgent(client, endpoint.model, temperature=endpoint.temperature)
 
 
 def limit_name(device: str) -> str:

@@ -50,6 +50,7 @@ from flows.settings import (
     DeviceRoute,
     FlywheelSettings,
     GateName,
+    GuiAgentName,
     PolicyName,
     agent_llm,
     load_settings,
@@ -72,6 +73,10 @@ class RoundConfig(BaseModel):
     devices: DeviceRoute = Field(
         default="none", description="gui: tasks that need the GUI agent run on the device pool"
     )
+    gui_agent: GuiAgentName = Field(
+        default="scripted", description="who operates devices: scripted, or llm (gui_model)"
+    )
+    gui_model: str | None = Field(default=None, description="the llm GUI agent's model name")
     fault_rate: float = Field(ge=0, le=1)
     recovery_rate: float = Field(ge=0, le=1)
     backend_fault_rate: float = Field(ge=0, le=1)
@@ -88,6 +93,8 @@ class RoundConfig(BaseModel):
             del config["teacher_share"]
         if config["devices"] == "none":  # and those from before the device pool
             del config["devices"]
+        if config["gui_agent"] == "scripted":  # and from before the llm GUI agent
+            del config["gui_agent"], config["gui_model"]
         return "round-" + content_hash(config, 12)
 
     def teacher_tasks(self, tasks: Sequence[TaskSpec]) -> set[str]:
@@ -126,6 +133,12 @@ def resolve_config(
         model=_model_of(chosen_policy, settings),
         teacher_share=settings.round.teacher_share if teacher_share is None else teacher_share,
         devices=devices or settings.devices.route,
+        gui_agent=settings.devices.gui_agent,
+        gui_model=(
+            settings.devices.gui_model.model
+            if settings.devices.gui_agent == "llm" and settings.devices.gui_model
+            else None
+        ),
         fault_rate=settings.episode.fault_rate if fault_rate is None else fault_rate,
         recovery_rate=settings.episode.recovery_rate,
         backend_fault_rate=(

@@ -136,11 +136,13 @@ def collect_one_shard(
     path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         if backend == "device":
-            from flows.devices import device_pool
+            from flows.devices import device_pool, gui_agent
 
             devices = stack.enter_context(
                 ShardDevices(
-                    device_pool(settings), lambda: local_sandbox(config.backend_fault_rate, 0)
+                    device_pool(settings),
+                    lambda: local_sandbox(config.backend_fault_rate, 0),
+                    gui_agent=gui_agent(settings),
                 )
             )
             lease = devices.backend

@@ -352,6 +352,7 @@ class ScheduleSettings(Section):
 DriverName = Literal["fake", "uiautomator2"]
 DeviceRoute = Literal["none", "gui"]
 DEVICE_ROUTES: tuple[DeviceRoute, ...] = ("none", "gui")
+GuiAgentName = Literal["scripted", "llm"]
 _DEVICE_NAME = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
 
@@ -410,6 +411,20 @@ class DevicesSettings(Section):
     command_timeout_s: float = Field(
         default=30.0, gt=0, description="timeout of one Appium command"
     )
+    gui_agent: GuiAgentName = Field(
+        default="scripted",
+        description="scripted: the repo's phone, by element ids; llm: a chat model reads the "
+        "screen and acts (real apps), through gui_model",
+    )
+    gui_model: ModelEndpoint | None = Field(
+        default=None, description="the GUI agent's model when gui_agent is llm"
+    )
+
+    @model_validator(mode="after")
+    def _llm_needs_a_model(self) -> DevicesSettings:
+        if self.gui_agent == "llm" and self.gui_model is None:
+            raise ValueError("gui_agent is llm but gui_model is not set")
+        return self
 
     @field_validator("pool")
     @classmethod

@@ -2,10 +2,10 @@
 
 A Sub-agent task that delegates to ``gui`` needs a screen; its other tools (calendar,
 messages, memory, skills, search) stay the sandbox's typed tools. ``DeviceBackend``
-runs ``gui`` calls on a leased device through the scripted GUI agent and the rest in a
-sandbox built from the same seed. Verification reads the device: the GUI world of the
-final state (permissions, options, screens) comes from the device's screen, which is
-also the evidence ``ui_state`` checks query.
+runs ``gui`` calls on a leased device through a GUI agent (the scripted one unless
+another is given) and the rest in a sandbox built from the same seed. Verification
+reads the device: the GUI world of the final state (permissions, options, screens)
+comes from the device's screen, which is also the evidence ``ui_state`` checks query.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from contract import (
     ToolSpec,
 )
 from envs.appium.device import DeviceFaultError, DeviceSession
-from envs.appium.gui_agent import operate
+from envs.appium.gui_agent import GuiAgent, ScriptedGuiAgent
 from envs.appium.pool import DeviceLease, DevicePool, DeviceUnavailableError
 from envs.backend import Backend, BackendFaultError, PrivilegedEvidence, ScreenRecord
 from envs.sandbox import MobileSandbox
@@ -38,8 +38,9 @@ def needs_gui(task: TaskSpec) -> bool:
 
 
 class DeviceBackend:
-    """The sandbox, with the GUI agent on the leased device (``lease``), or a backend
-    whose every reset fails when no device could be leased (``unavailable``)."""
+    """The sandbox, with ``gui_agent`` (default: scripted) on the leased device
+    (``lease``), or a backend whose every reset fails when no device could be leased
+    (``unavailable``)."""
 
     name = "device"
 
@@ -48,8 +49,10 @@ class DeviceBackend:
         lease: DeviceLease | None,
         sandbox: MobileSandbox,
         unavailable: str | None = None,
+        gui_agent: GuiAgent | None = None,
     ) -> None:
         self._lease = lease
+        self._gui_agent: GuiAgent = gui_agent or ScriptedGuiAgent()
         self._sandbox = sandbox
         self._unavailable = unavailable
         self._session: DeviceSession | None = None
@@ -80,7 +83,7 @@ class DeviceBackend:
             field, message = problem
             return Feedback.failure(ErrorKind.INVALID_ARGUMENTS, f"{field}: {message}", field)
         assert self._session is not None, "execute before reset"
-        report = operate(self._session, dict(action.arguments))
+        report = self._gui_agent.operate(self._session, action.instruction, dict(action.arguments))
         self._record = ScreenRecord(report.observation(self.device), tuple(report.artifacts))
         error = report.feedback.error
         if error is not None and error.kind in _DEVICE_FAULTS and self._lease is not None:
@@ -116,12 +119,19 @@ class ShardDevices:
     ``backend(attempt)`` is the collector's lease function: a device backend on the
     current lease, or on a new lease (preferring another device) once it broke. A
     pool with nothing healthy in time gives a backend whose reset fails, so the attempt
-    is recorded as a backend error rather than lost.
+    is recorded as a backend error rather than lost. Every backend runs ``gui_agent``
+    (default: scripted).
     """
 
-    def __init__(self, pool: DevicePool, sandbox: Callable[[], MobileSandbox]) -> None:
+    def __init__(
+        self,
+        pool: DevicePool,
+        sandbox: Callable[[], MobileSandbox],
+        gui_agent: GuiAgent | None = None,
+    ) -> None:
         self._pool = pool
         self._sandbox = sandbox
+        self._gui_agent = gui_agent
         self._lease: DeviceLease | None = None
         self.failed: list[str] = []
 
@@ -134,8 +144,10 @@ class ShardDevices:
             try:
                 self._lease = self._pool.acquire(avoid=self.failed)
             except DeviceUnavailableError as exc:
-                return DeviceBackend(None, self._sandbox(), unavailable=str(exc))
-        return DeviceBackend(self._lease, self._sandbox())
+                return DeviceBackend(
+                    None, self._sandbox(), unavailable=str(exc), gui_agent=self._gui_agent
+                )
+        return DeviceBackend(self._lease, self._sandbox(), gui_agent=self._gui_agent)
 
     def close(self) -> None:
         if self._lease is not None:

@@ -4,14 +4,15 @@ The planner asks ``gui`` to grant or revoke a permission, read a screen or set a
 option (the same arguments as in the sandbox). This scripted agent opens the app, reads
 the screen, taps the toggle when it is not already as asked, reads the screen again to
 confirm, keeps a screenshot and goes home. Every screen action is one line of the trace
-and every screen it read or saw is kept as evidence. An LLM GUI agent would use the same
-tools (``DeviceSession.run``); the planner's contract does not change.
+and every screen it read or saw is kept as evidence. Any ``GuiAgent`` serves a device
+backend: the LLM GUI agent (``agents/gui_agent.py``) uses the same tools
+(``DeviceSession.run``); the planner's contract does not change.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from contract import (
     ErrorKind,
@@ -48,6 +49,29 @@ class GuiReport:
         return f"GUI agent on {device}: " + " · ".join(self.trace)
 
 
+class GuiAgent(Protocol):
+    """Carries out one ``gui`` delegation on a device."""
+
+    def operate(
+        self, device: DeviceSession, instruction: str, arguments: dict[str, Any]
+    ) -> GuiReport: ...
+
+
+class ScriptedGuiAgent:
+    """The scripted agent: reads ``arguments`` only, never the instruction."""
+
+    def operate(
+        self, device: DeviceSession, instruction: str, arguments: dict[str, Any]
+    ) -> GuiReport:
+        return operate(device, arguments)
+
+
+def trace_line(action: GuiAction, feedback: Feedback) -> str:
+    """One line of a trace: ``tap(id=...) ✓`` or ``tap(id=...) ✗ element_not_found``."""
+    error = feedback.error
+    return f"{action.describe()} {'✓' if error is None else f'✗ {error.kind.value}'}"
+
+
 class _StoppedError(Exception):
     def __init__(self, feedback: Feedback) -> None:
         self.feedback = feedback
@@ -65,10 +89,8 @@ class _Run:
         outcome = self.device.run(action)
         self.latency_ms += outcome.feedback.latency_ms
         self.report.artifacts += outcome.artifacts
-        error = outcome.feedback.error
-        mark = "✓" if error is None else f"✗ {error.kind.value}"
-        self.report.trace.append(f"{action.describe()} {mark}")
-        if error is not None:
+        self.report.trace.append(trace_line(action, outcome.feedback))
+        if outcome.feedback.error is not None:
             raise _StoppedError(outcome.feedback)
         return outcome.tree
 

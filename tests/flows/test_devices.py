@@ -4,6 +4,7 @@ device at once."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -12,11 +13,18 @@ from pathlib import Path
 import pytest
 from prefect import get_client
 
+from contract import Outcome, SubAgentCall
 from envs.appium.pool import DeviceLease, DevicePool, DeviceSpec
 from envs.appium.profiles import FakeProfile, UiAutomator2Profile
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import instantiate, template_named
+from envs.screen import permission_id
 from flows.devices import device_specs, ensure_device_limits, limit_name, prefect_guard
+from flows.round import resolve_config
+from flows.round_stages import collect_one_shard
 from flows.servers import prefect_api
-from flows.settings import DeviceSettings, DevicesSettings, FlywheelSettings
+from flows.settings import DeviceSettings, DevicesSettings, FlywheelSettings, ModelEndpoint
+from tests.fakes import ScriptedChatServer, tool_call_reply
 
 
 def test_pool_entries_default_to_the_local_appium_server(tmp_path: Path) -> None:
@@ -92,3 +100,47 @@ def test_the_prefect_limit_keeps_one_lease_per_device_across_pools(prefect_api_u
         assert [lease.name for lease in got] == [name]
         second_pool.release(got[0])
         assert client.read_global_concurrency_limit_by_name(limit_name(name)).active_slots == 0
+
+
+@pytest.mark.slow
+def test_a_device_shard_runs_the_llm_gui_agent_the_settings_name(
+    prefect_api_url: str, appium_url: str, tmp_path: Path
+) -> None:
+    task = instantiate(template_named("grant_app_permission"), 3, MobileSandbox())
+    [delegation] = [a for a in task.reference_plan if isinstance(a, SubAgentCall)]
+    target = permission_id(str(delegation.arguments["app"]), str(delegation.arguments["target"]))
+    replies = [
+        tool_call_reply("read_screen", "{}"),
+        tool_call_reply("tap", json.dumps({"locator": {"by": "id", "value": target}})),
+        tool_call_reply("done", json.dumps({"success": True, "summary": "granted"})),
+    ]
+    with ScriptedChatServer(replies) as chat:
+        devices = DevicesSettings(
+            route="gui",
+            pool=[DeviceSettings(name="fake-0", server=appium_url)],
+            gui_agent="llm",
+            gui_model=ModelEndpoint(base_url=chat.base_url, model="gui-model"),
+        )
+        settings = FlywheelSettings(home=tmp_path, devices=devices)
+        config = resolve_config(settings, tasks=1, policy="scripted", fault_rate=0.0)
+        assert (config.devices, config.gui_agent, config.gui_model) == ("gui", "llm", "gui-model")
+        scripted = resolve_config(
+            settings.model_copy(update={"devices": DevicesSettings(route="gui")}),
+            tasks=1,
+            policy="scripted",
+            fault_rate=0.0,
+        )
+        assert config.round_id() != scripted.round_id()
+        with prefect_api(prefect_api_url):
+            [trajectory] = collect_one_shard(
+                tmp_path, "round-llm-gui", "device-00000", [task], config, settings, None, "device"
+            )
+        requests = chat.requests
+    assert trajectory.metadata.outcome is Outcome.SUCCESS
+    assert trajectory.metadata.backend == "device" and trajectory.metadata.device == "fake-0"
+    [step] = [s for s in trajectory.steps if s.observation]
+    assert step.observation == (
+        f"GUI agent on fake-0: read_screen() ✓ · tap(id={target}) ✓ · screenshot() ✓"
+    )
+    assert len(requests) == 3 and {r["model"] for r in requests} == {"gui-model"}
+    assert "done" in {t["function"]["name"] for t in requests[0]["tools"]}

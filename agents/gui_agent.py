@@ -1,0 +1,211 @@
+"""The LLM GUI agent: a chat model operates the phone with the GUI tools.
+
+Real apps name their elements as they like, so instead of the scripted agent's known
+ids a chat model reads the UI tree and acts, one tool call per turn, until it calls
+``done``. A reply it cannot use (no tool call, arguments that are not JSON or not valid)
+is answered with the typed error and costs a turn; a screen action's failure is fed
+back the same way. A device fault or an endpoint failure ends the call.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, cast
+
+import openai
+import orjson
+from lxml import etree
+from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
+
+from agents.policies.chat_format import NOT_EXECUTED, Message, RawCall, Reply, render_error
+from agents.policies.openai_policy import TRANSIENT_ERRORS, reply_of
+from contract import ErrorKind, ExecutionError, Feedback, GuiAction, Screenshot, StateChange
+from envs.appium.device import DeviceFaultError, DeviceSession
+from envs.appium.gui_agent import GuiReport, trace_line
+from envs.appium.gui_tools import DONE, GUI_TOOLS, Done, done_of, gui_action_of, gui_world_changes
+
+SYSTEM_PROMPT = (
+    "You operate an Android phone for a planner agent that delegated a task to you. "
+    "Read the screen first (read_screen) and act on the elements it lists, by their [id] "
+    "when they have one. Make exactly one tool call per turn. When the task is carried out, "
+    "or cannot be, call done with success, the result the planner asked for, and a summary."
+)
+NUDGE = (
+    "Your reply contained no tool call. Reply with exactly one tool call; call done when finished."
+)
+_DEVICE_FAULTS = frozenset({ErrorKind.BACKEND_ERROR, ErrorKind.TIMEOUT})
+_RETRIES = 2
+
+
+class _EndpointError(Exception):
+    """The GUI model's endpoint failed (after retries)."""
+
+
+class LLMGuiAgent:
+    """A ``GuiAgent`` whose every step is a chat model's tool call (``client`` is built
+    with ``make_client``: retries are done here, twice, on transient errors)."""
+
+    def __init__(
+        self,
+        client: openai.OpenAI,
+        model: str,
+        *,
+        max_actions: int = 12,
+        temperature: float = 0.0,
+        backoff_s: float = 0.5,
+    ) -> None:
+        self._client = client
+        self.model = model
+        self.max_actions = max_actions
+        self.temperature = temperature
+        self.backoff_s = backoff_s
+        self._tools = [t.openai_tool() for t in GUI_TOOLS]
+
+    def operate(
+        self, device: DeviceSession, instruction: str, arguments: dict[str, Any]
+    ) -> GuiReport:
+        start = time.perf_counter()
+        report = GuiReport(Feedback())
+        try:
+            before = device.screen_document()
+            feedback = self._converse(device, instruction, arguments, report)
+            if not _faulted(feedback):
+                feedback = self._finish(device, before, feedback, report)
+        except DeviceFaultError as fault:
+            report.trace.append(f"(reading the screen) ✗ {ErrorKind.BACKEND_ERROR.value}")
+            feedback = Feedback.failure(ErrorKind.BACKEND_ERROR, f"device failed: {fault}")
+        ms = round((time.perf_counter() - start) * 1000, 3)
+        report.feedback = feedback.model_copy(update={"latency_ms": ms})
+        return report
+
+    def _converse(
+        self, device: DeviceSession, instruction: str, arguments: dict[str, Any], report: GuiReport
+    ) -> Feedback:
+        """Turns until ``done``, a device fault, an endpoint failure or ``max_actions``."""
+        task = f"Instruction: {instruction}\nArguments: {json.dumps(arguments, sort_keys=True)}"
+        messages: list[Message] = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": task},
+        ]
+        for _ in range(self.max_actions):
+            try:
+                reply = self._complete(messages)
+            except _EndpointError as exc:
+                message = f"GUI model endpoint failed: {exc}"
+                return Feedback.failure(ErrorKind.BACKEND_ERROR, message)
+            messages.append(reply.assistant_message())
+            if not reply.calls:
+                report.trace.append(f"(no tool call) ✗ {ErrorKind.MALFORMED_OUTPUT.value}")
+                messages.append({"role": "user", "content": NUDGE})
+                continue
+            answer = self._turn(device, reply.calls[0], report)
+            if isinstance(answer, Feedback):
+                return answer
+            messages.append(_tool_message(reply.calls[0].id, answer))
+            messages += [_tool_message(c.id, NOT_EXECUTED) for c in reply.calls[1:]]
+        return Feedback.failure(
+            ErrorKind.PRECONDITION_FAILED,
+            f"the GUI agent did not finish in {self.max_actions} screen actions",
+        )
+
+    def _turn(self, device: DeviceSession, call: RawCall, report: GuiReport) -> Feedback | str:
+        """The call's end of the delegation (``done``, a device fault), or the text of
+        the tool message that answers it."""
+        parsed = _parse(call)
+        if isinstance(parsed, Done):
+            if parsed.success:
+                return Feedback(result=parsed.summary if parsed.result is None else parsed.result)
+            return Feedback.failure(ErrorKind.PRECONDITION_FAILED, parsed.summary)
+        if isinstance(parsed, ExecutionError):
+            report.trace.append(f"{call.name}(…) ✗ {parsed.kind.value}")
+            return render_error(parsed)
+        outcome = device.run(parsed)
+        report.artifacts += outcome.artifacts
+        report.trace.append(trace_line(parsed, outcome.feedback))
+        return outcome.feedback if _faulted(outcome.feedback) else _tool_text(outcome.feedback)
+
+    def _finish(
+        self,
+        device: DeviceSession,
+        before: etree._Element,
+        feedback: Feedback,
+        report: GuiReport,
+    ) -> Feedback:
+        """Keep a screenshot of the final screen; the GUI rows it changed are the
+        ``state_changes`` (also of a failed call: what it did is done)."""
+        shot = device.run(Screenshot())
+        report.artifacts += shot.artifacts
+        report.trace.append(trace_line(Screenshot(), shot.feedback))
+        if _faulted(shot.feedback):
+            return shot.feedback
+        changes: tuple[StateChange, ...] = gui_world_changes(before, device.screen_document())
+        return feedback.model_copy(update={"state_changes": changes})
+
+    def _complete(self, messages: list[Message]) -> Reply:
+        """One reply, transient errors retried twice; ``_EndpointError`` when none came."""
+        for attempt in range(_RETRIES + 1):
+            try:
+                completion = self._client.chat.completions.create(
+                    model=self.model,
+                    messages=cast("list[ChatCompletionMessageParam]", messages),
+                    tools=cast("list[ChatCompletionToolUnionParam]", self._tools),
+                    tool_choice="auto",
+                    temperature=self.temperature,
+                )
+            except TRANSIENT_ERRORS as exc:
+                if attempt == _RETRIES:
+                    raise _EndpointError(self._describe(exc, attempt + 1)) from None
+                time.sleep(self.backoff_s * 2**attempt)
+                continue
+            except openai.OpenAIError as exc:
+                raise _EndpointError(self._describe(exc, attempt + 1)) from None
+            reply = reply_of(completion)
+            if reply is None:
+                raise _EndpointError("the endpoint returned no choices")
+            return reply
+        raise AssertionError("unreachable")
+
+    def _describe(self, exc: Exception, attempts: int) -> str:
+        text = f"{type(exc).__name__} after {attempts} attempt(s): {exc}"
+        key = self._client.api_key
+        if isinstance(key, str) and len(key) >= 8:  # never let a key into a record
+            text = text.replace(key, "***")
+        return text
+
+
+def _parse(call: RawCall) -> Done | GuiAction | ExecutionError:
+    """``done``'s outcome, a screen action, or why the call is neither."""
+    try:
+        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        return ExecutionError(
+            kind=ErrorKind.INVALID_ARGUMENTS,
+            message=f"{call.name}: arguments are not valid JSON ({exc.msg} at char {exc.pos})",
+        )
+    if not isinstance(arguments, dict):
+        return ExecutionError(
+            kind=ErrorKind.INVALID_ARGUMENTS,
+            message=f"{call.name}: arguments must be a JSON object",
+        )
+    return done_of(arguments) if call.name == DONE else gui_action_of(call.name, arguments)
+
+
+def _faulted(feedback: Feedback) -> bool:
+    return feedback.error is not None and feedback.error.kind in _DEVICE_FAULTS
+
+
+def _tool_message(call_id: str, text: str) -> Message:
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+def _tool_text(feedback: Feedback) -> str:
+    """What a screen action's tool message says: the UI tree as text, a result, an error."""
+    if feedback.error is not None:
+        return render_error(feedback.error)
+    result = feedback.result
+    if isinstance(result, dict):
+        screen = result.get("screen")
+        if isinstance(screen, str):
+            return screen
+    return result if isinstance(result, str) else orjson.dumps(result).decode()
