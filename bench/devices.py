@@ -115,13 +115,13 @@ def measure_devices(*, episodes: int = 12, calls: int = 20, seed: int = 0) -> De
             sandbox_eps, _ = _episodes_per_s(tasks, lambda: sandbox)
             specs = [DeviceSpec(f"fake-{i}", url, profile) for i in range(2)]
             one = DevicePool(specs[:1], store=store.put)
-            with ShardDevices(one, MobileSandbox) as shard:
+            with ShardDevices(one) as shard:
                 device_eps, successes = _episodes_per_s(tasks, lambda: shard.backend(0))
             two = DevicePool(specs, store=store.put)
             halves = [tasks[0::2], tasks[1::2]]
 
             def run_half(half: Sequence[TaskSpec]) -> None:
-                with ShardDevices(two, MobileSandbox) as shard:
+                with ShardDevices(two) as shard:
                     _episodes_per_s(half, lambda: shard.backend(0))
 
             start = time.perf_counter()

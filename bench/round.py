@@ -97,7 +97,7 @@ def collect_plainly(
 ) -> list[Trajectory]:
     """The collector's node, called in a loop until no backend retry is left."""
     run = trajectory_collector.make_run_episodes(
-        lambda attempt: local_sandbox(config.backend_fault_rate, attempt),
+        lambda attempt: local_sandbox(config.backend_fault_rate, f"sandbox-{attempt}"),
         policy,
         config.max_steps,
         config.max_backend_attempts,

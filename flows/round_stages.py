@@ -131,7 +131,7 @@ def collect_one_shard(
     )
 
     def lease(attempt: int) -> Backend:
-        return local_sandbox(config.backend_fault_rate, attempt)
+        return local_sandbox(config.backend_fault_rate, f"sandbox-{attempt}")
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
@@ -141,7 +141,7 @@ def collect_one_shard(
             devices = stack.enter_context(
                 ShardDevices(
                     device_pool(settings),
-                    lambda: local_sandbox(config.backend_fault_rate, 0),
+                    lambda device: local_sandbox(config.backend_fault_rate, device),
                     gui_agent=gui_agent(settings),
                 )
             )
@@ -161,13 +161,15 @@ def collect_one_shard(
 _THREAD = threading.local()
 
 
-def local_sandbox(fault_rate: float, attempt: int) -> MobileSandbox:
-    """This thread's sandbox for an attempt: kept across shards so that its cache of
-    seeded worlds stays warm (a world costs ~3 ms to build, a copy of it ~0.7 ms)."""
-    devices: dict[tuple[float, int], MobileSandbox] = _THREAD.__dict__.setdefault("devices", {})
-    key = (fault_rate, attempt)
+def local_sandbox(fault_rate: float, device: str) -> MobileSandbox:
+    """This thread's sandbox named ``device`` (``sandbox-<attempt>``, or the phone whose
+    episodes it serves: its simulated faults are seeded by that name, so a retry elsewhere
+    meets other faults); kept across shards so that its cache of seeded worlds stays warm
+    (a world costs ~3 ms to build, a copy of it ~0.7 ms)."""
+    devices: dict[tuple[float, str], MobileSandbox] = _THREAD.__dict__.setdefault("devices", {})
+    key = (fault_rate, device)
     if key not in devices:
-        devices[key] = MobileSandbox(backend_fault_rate=fault_rate, device=f"sandbox-{attempt}")
+        devices[key] = MobileSandbox(backend_fault_rate=fault_rate, device=device)
     return devices[key]
 
 

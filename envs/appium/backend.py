@@ -113,6 +113,11 @@ class DeviceBackend:
         return PrivilegedEvidence(initial=sandbox.initial, final=final, screen=to_xml(root))
 
 
+def device_sandbox(device: str) -> MobileSandbox:
+    """A new sandbox for the episodes of ``device`` (no simulated faults)."""
+    return MobileSandbox(device=device)
+
+
 class ShardDevices:
     """The devices one shard runs on: one lease at a time, given up when it broke.
 
@@ -120,13 +125,15 @@ class ShardDevices:
     current lease, or on a new lease (preferring another device) once it broke. A
     pool with nothing healthy in time gives a backend whose reset fails, so the attempt
     is recorded as a backend error rather than lost. Every backend runs ``gui_agent``
-    (default: scripted).
+    (default: scripted). ``sandbox`` gives the sandbox half of an attempt's episode by a
+    name (the device's and the attempt's) that seeds its simulated faults: a retry, on
+    another device or the same one, meets other faults, as it would in the sandbox.
     """
 
     def __init__(
         self,
         pool: DevicePool,
-        sandbox: Callable[[], MobileSandbox],
+        sandbox: Callable[[str], MobileSandbox] = device_sandbox,
         gui_agent: GuiAgent | None = None,
     ) -> None:
         self._pool = pool
@@ -144,10 +151,10 @@ class ShardDevices:
             try:
                 self._lease = self._pool.acquire(avoid=self.failed)
             except DeviceUnavailableError as exc:
-                return DeviceBackend(
-                    None, self._sandbox(), unavailable=str(exc), gui_agent=self._gui_agent
-                )
-        return DeviceBackend(self._lease, self._sandbox(), gui_agent=self._gui_agent)
+                sandbox = self._sandbox(f"none#{attempt}")
+                return DeviceBackend(None, sandbox, unavailable=str(exc), gui_agent=self._gui_agent)
+        sandbox = self._sandbox(f"{self._lease.name}#{attempt}")
+        return DeviceBackend(self._lease, sandbox, gui_agent=self._gui_agent)
 
     def close(self) -> None:
         if self._lease is not None:

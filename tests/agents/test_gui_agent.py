@@ -193,7 +193,7 @@ def test_an_episode_with_the_llm_gui_agent_verifies_on_the_device(
     )
     with ScriptedChatServer([READ, tap(camera), DONE]) as server:
         agent = LLMGuiAgent(make_client(server.base_url, API_KEY, 5.0), "gui-model")
-        with ShardDevices(pool, MobileSandbox, gui_agent=agent) as shard:
+        with ShardDevices(pool, gui_agent=agent) as shard:
             backend = shard.backend(0)
             trajectory = run_episode(spec, backend, ScriptedPolicy())
             evidence = backend.evidence()

@@ -80,7 +80,7 @@ def test_a_gui_task_runs_on_the_device_and_keeps_its_evidence(
     devices: DevicePool, store: ArtifactStore
 ) -> None:
     spec = task("pay_with_bank_code")
-    with ShardDevices(devices, MobileSandbox) as shard:
+    with ShardDevices(devices) as shard:
         backend = shard.backend(0)
         assert isinstance(backend, RecordsScreens)
         trajectory = run_episode(spec, backend, ScriptedPolicy())
@@ -113,7 +113,7 @@ def test_a_permission_granted_on_the_screen_is_what_the_verifier_reads(
         UIStateCheck(xpath=f"//*[@id='{camera}']", attributes={"checked": "true"}),
     )
     sandbox = MobileSandbox()
-    with ShardDevices(devices, lambda: sandbox) as shard:
+    with ShardDevices(devices, lambda _: sandbox) as shard:
         backend = shard.backend(0)
         trajectory = run_episode(spec, backend, ScriptedPolicy())
         evidence = backend.evidence()
@@ -137,7 +137,7 @@ def test_the_gui_agent_reads_what_the_backend_typed_in_at_reset(devices: DeviceP
     spec = task("gym_number_by_email", seed=8)
     world = MobileSandbox().build_world(spec.initial_conditions.seed)
     content = world[SCREENS]["gym:membership"]["content"]
-    with ShardDevices(devices, MobileSandbox) as shard:
+    with ShardDevices(devices) as shard:
         trajectory = run_episode(spec, shard.backend(0), ScriptedPolicy())
     assert trajectory.metadata.outcome is Outcome.SUCCESS, trajectory.verdict
     assert gui_step(trajectory).feedback.result == {
@@ -153,7 +153,7 @@ def test_every_gui_template_succeeds_on_the_device(devices: DevicePool) -> None:
     assert any(not needs_gui(t) for t in sampled)  # the search agent's tasks stay out
     one_each = {t.template: t for t in sampled if needs_gui(t)}
     assert len(one_each) >= 3
-    with ShardDevices(devices, MobileSandbox) as shard:
+    with ShardDevices(devices) as shard:
         for spec in one_each.values():
             trajectory = run_episode(spec, shard.backend(0), ScriptedPolicy())
             assert trajectory.metadata.outcome is Outcome.SUCCESS, (spec.template, trajectory)
@@ -162,7 +162,7 @@ def test_every_gui_template_succeeds_on_the_device(devices: DevicePool) -> None:
 
 
 def test_invalid_gui_arguments_never_reach_the_device(devices: DevicePool) -> None:
-    with ShardDevices(devices, MobileSandbox) as shard:
+    with ShardDevices(devices) as shard:
         backend = shard.backend(0)
         backend.reset(task("grant_app_permission"))
         feedback = backend.execute(
@@ -254,7 +254,7 @@ def test_with_no_device_the_attempt_is_a_backend_error() -> None:
         lease_timeout_s=0.2,
         poll_s=0.05,
     )
-    with ShardDevices(devices, MobileSandbox) as shard:
+    with ShardDevices(devices) as shard:
         backend = shard.backend(0)
         assert isinstance(backend, DeviceBackend)
         trajectory = run_episode(task("grant_app_permission"), backend, ScriptedPolicy())
@@ -305,7 +305,7 @@ def test_a_device_lost_mid_episode_is_retried_on_the_other_device(
             command_timeout_s=5,
         )
         spec = task("grant_app_permission", app="bank", permission="location")
-        with ShardDevices(devices, MobileSandbox) as shard:
+        with ShardDevices(devices) as shard:
             lost = run_episode(spec, shard.backend(0), StopServerFirst(server.stop))
             retried = run_episode(spec, shard.backend(1), ScriptedPolicy(), attempt=1)
             assert shard.failed == ["phone-1"]

@@ -329,7 +329,7 @@ def test_a_session_that_cannot_be_created_raises() -> None:
 def test_a_shard_keeps_its_lease_while_it_works(appium_url: str) -> None:
     devices = DevicePool([spec("phone-1", appium_url), spec("phone-2", appium_url)])
     task = permission_task()
-    with ShardDevices(devices, MobileSandbox) as shard:
+    with ShardDevices(devices) as shard:
         first = shard.backend(0)
         first.reset(task)
         again = shard.backend(0)
@@ -353,7 +353,7 @@ def test_after_its_lease_breaks_a_shard_moves_to_the_other_device(appium_url: st
         poll_s=POLL_S,
     )
     task = permission_task()
-    with ShardDevices(devices, MobileSandbox) as shard:
+    with ShardDevices(devices) as shard:
         first = shard.backend(0)
         assert first.device == "phone-1"
         with pytest.raises(BackendFaultError, match="device phone-1: preparing it failed"):
@@ -368,7 +368,7 @@ def test_after_its_lease_breaks_a_shard_moves_to_the_other_device(appium_url: st
 
 def test_with_no_healthy_device_the_backend_fails_at_reset() -> None:
     devices = pool("a", "b", healthy=lambda url: False)
-    with ShardDevices(devices, MobileSandbox) as shard:
+    with ShardDevices(devices) as shard:
         backend = shard.backend(0)
         assert isinstance(backend, DeviceBackend)
         assert backend.device == "none"
@@ -379,3 +379,30 @@ def test_with_no_healthy_device_the_backend_fails_at_reset() -> None:
         assert "a: Appium at http://a does not answer ready" in message
         with pytest.raises(BackendFaultError, match="no session"):
             backend.evidence()
+
+
+def test_the_sandbox_half_of_an_episode_is_named_after_its_device_and_attempt() -> None:
+    """Its simulated faults are seeded by that name: a retry, on another device or the
+    same one, meets other faults (the same sandbox for every attempt would repeat them)."""
+    named: list[str] = []
+
+    def sandbox(device: str) -> MobileSandbox:
+        named.append(device)
+        return MobileSandbox(backend_fault_rate=0.5, device=device)
+
+    devices = pool("a", "b", healthy=lambda url: True)
+    with ShardDevices(devices, sandbox) as shard:
+        shard.backend(0)
+        lease = shard._lease
+        assert lease is not None
+        lease.mark_broken()
+        shard.backend(1)
+        shard.backend(2)
+    assert named == ["a#0", "b#1", "b#2"]
+    task = permission_task()
+    faults = []
+    for name in list(named):
+        box = MobileSandbox(backend_fault_rate=0.5, device=name)
+        box.reset(task)
+        faults.append(tuple(box._faults.random() for _ in range(8)))
+    assert len(set(faults)) == 3
