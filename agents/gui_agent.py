@@ -19,7 +19,7 @@ from lxml import etree
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
 
 from agents.policies.chat_format import NOT_EXECUTED, Message, RawCall, Reply, render_error
-from agents.policies.openai_policy import TRANSIENT_ERRORS, reply_of
+from agents.policies.openai_policy import TRANSIENT_ERRORS, call_arguments, reply_of
 from contract import ErrorKind, ExecutionError, Feedback, GuiAction, Screenshot, StateChange
 from envs.appium.device import DeviceFaultError, DeviceSession
 from envs.appium.gui_agent import GuiReport, trace_line
@@ -176,18 +176,9 @@ class LLMGuiAgent:
 
 def _parse(call: RawCall) -> Done | GuiAction | ExecutionError:
     """``done``'s outcome, a screen action, or why the call is neither."""
-    try:
-        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-    except json.JSONDecodeError as exc:
-        return ExecutionError(
-            kind=ErrorKind.INVALID_ARGUMENTS,
-            message=f"{call.name}: arguments are not valid JSON ({exc.msg} at char {exc.pos})",
-        )
-    if not isinstance(arguments, dict):
-        return ExecutionError(
-            kind=ErrorKind.INVALID_ARGUMENTS,
-            message=f"{call.name}: arguments must be a JSON object",
-        )
+    arguments = call_arguments(call)
+    if isinstance(arguments, ExecutionError):
+        return arguments
     return done_of(arguments) if call.name == DONE else gui_action_of(call.name, arguments)
 
 

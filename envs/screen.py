@@ -14,7 +14,7 @@ maps to elements by id: ``perm:<app>:<permission>``, ``option:<app>:<option>`` a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from lxml import etree
@@ -128,15 +128,15 @@ def render_gui_world(collections: Mapping[str, Mapping[str, Mapping[str, Any]]])
     root = etree.Element("screen", {"class": "screen"})
     for app in gui_apps(collections):
         group = etree.SubElement(root, "app", {"id": launcher_id(app), "text": app.title()})
-        for row in _rows_of(collections, PERMISSIONS, app):
+        for row in rows_of(collections, PERMISSIONS, app):
             etree.SubElement(
                 group, "toggle", _toggle(permission_id(app, row["permission"]), row["granted"])
             )
-        for row in _rows_of(collections, OPTIONS, app):
+        for row in rows_of(collections, OPTIONS, app):
             etree.SubElement(
                 group, "toggle", _toggle(option_id(app, row["option"]), row["enabled"])
             )
-        for row in _rows_of(collections, SCREENS, app):
+        for row in rows_of(collections, SCREENS, app):
             etree.SubElement(
                 group, "text", {"id": screen_id(app, row["screen"]), "text": str(row["content"])}
             )
@@ -165,9 +165,10 @@ def gui_apps(collections: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list
     return list(seen)
 
 
-def _rows_of(
+def rows_of(
     collections: Mapping[str, Mapping[str, Mapping[str, Any]]], name: str, app: str
-) -> Iterable[Mapping[str, Any]]:
+) -> list[Mapping[str, Any]]:
+    """The rows of collection ``name`` that belong to ``app``."""
     return [row for row in collections.get(name, {}).values() if row["app"] == app]
 
 

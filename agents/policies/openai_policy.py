@@ -109,11 +109,8 @@ def reply_of(completion: ChatCompletion) -> Reply | None:
     )
 
 
-def parse_call(call: RawCall, subagents: frozenset[str]) -> Action | ExecutionError:
-    """The action a function call asks for, or why it cannot be one.
-
-    Unknown names become ``ToolCall``s: the backend answers them with ``unknown_tool``.
-    """
+def call_arguments(call: RawCall) -> dict[str, Any] | ExecutionError:
+    """A function call's arguments as a JSON object (empty text: none), or why not."""
     try:
         arguments = json.loads(call.arguments) if call.arguments.strip() else {}
     except json.JSONDecodeError as exc:
@@ -126,6 +123,17 @@ def parse_call(call: RawCall, subagents: frozenset[str]) -> Action | ExecutionEr
             kind=ErrorKind.INVALID_ARGUMENTS,
             message=f"{call.name}: arguments must be a JSON object, got {type(arguments).__name__}",
         )
+    return arguments
+
+
+def parse_call(call: RawCall, subagents: frozenset[str]) -> Action | ExecutionError:
+    """The action a function call asks for, or why it cannot be one.
+
+    Unknown names become ``ToolCall``s: the backend answers them with ``unknown_tool``.
+    """
+    arguments = call_arguments(call)
+    if isinstance(arguments, ExecutionError):
+        return arguments
     harness = HARNESS.get(call.name)
     if harness is not None:
         for field, _ in harness.fields:

@@ -26,7 +26,7 @@ from envs.appium.pool import DeviceLease, DevicePool, DeviceUnavailableError
 from envs.backend import Backend, BackendFaultError, PrivilegedEvidence, ScreenRecord
 from envs.sandbox import MobileSandbox
 from envs.sandbox.subagents import SUBAGENTS
-from envs.screen import GUI_COLLECTIONS, gui_world_from_screen, to_xml
+from envs.screen import GUI_COLLECTIONS, Rows, gui_world_from_screen, to_xml
 
 GUI_AGENT = "gui"
 _DEVICE_FAULTS = frozenset({ErrorKind.BACKEND_ERROR, ErrorKind.TIMEOUT})
@@ -57,12 +57,15 @@ class DeviceBackend:
         self._unavailable = unavailable
         self._session: DeviceSession | None = None
         self._record: ScreenRecord | None = None
+        self._screen: tuple[dict[str, Rows], str] | None = None
+        """The GUI world and document of the screen as last read, until a GUI call."""
         self.device = lease.name if lease is not None else "none"
 
     def reset(self, task: TaskSpec) -> None:
         self._sandbox.reset(task)
         self._record = None
         self._session = None
+        self._screen = None
         if self._lease is None:
             raise BackendFaultError(f"no device: {self._unavailable or 'the pool is empty'}")
         profile = self._lease.spec.profile
@@ -83,6 +86,7 @@ class DeviceBackend:
             field, message = problem
             return Feedback.failure(ErrorKind.INVALID_ARGUMENTS, f"{field}: {message}", field)
         assert self._session is not None, "execute before reset"
+        self._screen = None  # only the GUI agent changes the screen
         report = self._gui_agent.operate(self._session, action.instruction, dict(action.arguments))
         self._record = ScreenRecord(report.observation(self.device), tuple(report.artifacts))
         error = report.feedback.error
@@ -101,16 +105,20 @@ class DeviceBackend:
         return self._sandbox.subagent_specs()
 
     def evidence(self) -> PrivilegedEvidence:
-        """The sandbox's state with its GUI world read from the device's screen."""
+        """The sandbox's state with its GUI world read from the device's screen (read
+        once per GUI call: the sandbox's tools do not change the screen)."""
         sandbox = self._sandbox.evidence()
-        if self._session is None:
-            raise BackendFaultError(f"device {self.device}: no session to read the screen from")
-        try:
-            root = self._session.screen_document()
-        except DeviceFaultError as fault:
-            raise BackendFaultError(f"device {self.device}: {fault}") from None
-        final = {**sandbox.final, **gui_world_from_screen(root)}
-        return PrivilegedEvidence(initial=sandbox.initial, final=final, screen=to_xml(root))
+        if self._screen is None:
+            if self._session is None:
+                raise BackendFaultError(f"device {self.device}: no session to read the screen from")
+            try:
+                root = self._session.screen_document()
+            except DeviceFaultError as fault:
+                raise BackendFaultError(f"device {self.device}: {fault}") from None
+            self._screen = (gui_world_from_screen(root), to_xml(root))
+        world, screen = self._screen
+        final = {**sandbox.final, **world}
+        return PrivilegedEvidence(initial=sandbox.initial, final=final, screen=screen)
 
 
 def device_sandbox(device: str) -> MobileSandbox:

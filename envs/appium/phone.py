@@ -23,6 +23,7 @@ from envs.screen import (
     launcher_id,
     option_id,
     permission_id,
+    rows_of,
     screen_id,
 )
 
@@ -61,7 +62,7 @@ def phone_app_xml(world: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
             (PERMISSIONS, permission_id, "permission"),
             (OPTIONS, option_id, "option"),
         ):
-            for row in _rows(world, collection, app):
+            for row in rows_of(world, collection, app):
                 name = str(row[field])
                 place(
                     "MockButton",
@@ -74,19 +75,13 @@ def phone_app_xml(world: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
                         "clickable": "true",
                     },
                 )
-        for row in _rows(world, SCREENS, app):
+        for row in rows_of(world, SCREENS, app):
             name = str(row["screen"])
             place(
                 "MockInputField",
                 {"id": screen_id(app, name), "text": "", "content-desc": f"{title}: {name}"},
             )
     return str(etree.tostring(root, encoding="unicode", pretty_print=True))
-
-
-def _rows(
-    world: Mapping[str, Mapping[str, Mapping[str, Any]]], collection: str, app: str
-) -> list[Mapping[str, Any]]:
-    return [row for row in world.get(collection, {}).values() if row["app"] == app]
 
 
 def sandbox_phone_xml() -> str:

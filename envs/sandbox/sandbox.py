@@ -162,6 +162,7 @@ class MobileSandbox:
             self._available[name] = self._tools[name]
         self._state = state
         self._initial = copy_collections(state)
+        self._shows_screen = False
         self._counters = {}
         self._faults = random.Random(f"{conditions.seed}:{self.device}:faults")
 

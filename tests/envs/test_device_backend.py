@@ -28,6 +28,7 @@ from contract import (
     VerifierSpec,
 )
 from envs.appium.backend import GUI_AGENT, DeviceBackend, ShardDevices, needs_gui
+from envs.appium.device import DeviceSession
 from envs.appium.pool import DevicePool, DeviceSpec
 from envs.appium.profiles import FakeProfile
 from envs.backend import Backend, BackendFaultError, PrivilegedEvidence, RecordsScreens
@@ -102,6 +103,35 @@ def test_a_gui_task_runs_on_the_device_and_keeps_its_evidence(
     assert others
     assert all(s.observation is None and s.artifacts == () for s in others)
     assert step.feedback.latency_ms > 0
+
+
+def test_the_screen_is_read_once_per_gui_call_not_per_verification(
+    devices: DevicePool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sandbox's tools never change the screen: verifying after them reuses the
+    screen the last GUI call left; a GUI call makes the next verification read again."""
+    reads: list[int] = []
+    real = DeviceSession.screen_document
+
+    def counted(self: DeviceSession) -> object:
+        reads.append(1)
+        return real(self)
+
+    monkeypatch.setattr(DeviceSession, "screen_document", counted)
+    spec = task("grant_app_permission", app="gym", permission="camera")
+    [delegation] = [a for a in spec.reference_plan if isinstance(a, SubAgentCall)]
+    with ShardDevices(devices) as shard:
+        backend = shard.backend(0)
+        backend.reset(spec)
+        first = backend.evidence()
+        assert backend.evidence() is not first and len(reads) == 1
+        backend.execute(delegation)
+        before = len(reads)  # the GUI agent reads the screen itself
+        after = backend.evidence()
+        backend.evidence()
+    assert len(reads) == before + 1
+    assert first.final[PERMISSIONS]["gym:camera"]["granted"] is False
+    assert after.final[PERMISSIONS]["gym:camera"]["granted"] is True
 
 
 def test_a_permission_granted_on_the_screen_is_what_the_verifier_reads(
