@@ -7,11 +7,9 @@ other (``--dist loadfile``): ``flywheel serve`` and ``flywheel train --serve`` b
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -23,6 +21,7 @@ import pytest
 from flows.servers import ModelServer, free_port
 from storage import Catalog
 from tests.flows.commands import FLYWHEEL, command_env
+from tests.flows.prefect_api import get, post
 from tests.training.builders import frozen_dataset, train_tasks
 
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
@@ -33,22 +32,6 @@ SERVED = {
     "rollback": "rollback",
     "loop": "loop",
 }
-
-
-def _get(api: str, path: str) -> Any:
-    with urllib.request.urlopen(api.rstrip("/") + path, timeout=30) as response:
-        return json.loads(response.read())
-
-
-def _post(api: str, path: str, body: dict[str, Any]) -> Any:
-    request = urllib.request.Request(
-        api.rstrip("/") + path,
-        data=json.dumps(body).encode(),
-        headers={"content-type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
 
 
 @contextmanager
@@ -71,7 +54,7 @@ def _deployment(
     for _ in range(240):
         assert process.poll() is None, process.communicate()[1][-3000:]
         try:
-            found = _get(api, f"/deployments/name/{flow}/{name}")
+            found = get(api, f"/deployments/name/{flow}/{name}")
         except urllib.error.HTTPError:
             found = None
         if found is not None and datetime.fromisoformat(found["updated"]) >= since:
@@ -82,10 +65,10 @@ def _deployment(
 
 def _run(api: str, deployment: Any, parameters: dict[str, Any], timeout_s: int = 600) -> Any:
     """A flow run of ``deployment``, as the UI's Run button creates it; its final state."""
-    run = _post(api, f"/deployments/{deployment['id']}/create_flow_run", {"parameters": parameters})
+    run = post(api, f"/deployments/{deployment['id']}/create_flow_run", {"parameters": parameters})
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        current = _get(api, f"/flow_runs/{run['id']}")
+        current = get(api, f"/flow_runs/{run['id']}")
         if current["state"]["type"] in FINAL:
             return current
         time.sleep(1)

@@ -6,7 +6,6 @@ import json
 import socket
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from flows.servers import (
     prefect_server,
     resolve_prefect_api,
 )
+from tests.flows.prefect_api import get
 
 runner = CliRunner()
 
@@ -127,7 +127,4 @@ def test_a_flow_run_lands_on_the_real_server(prefect_api_url: str) -> None:
             run = client.read_flow_run(run_id)
     assert run.state is not None and run.state.is_completed()
     # Read it back over plain HTTP too: the run is on that server, not an ephemeral one.
-    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
-        f"{prefect_api_url}/flow_runs/{run_id}", timeout=10
-    ) as response:
-        assert json.load(response)["id"] == str(run_id)
+    assert get(prefect_api_url, f"/flow_runs/{run_id}")["id"] == str(run_id)

@@ -4,17 +4,14 @@
 from __future__ import annotations
 
 import base64
-import json
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from storage import Catalog
 from tests.flows.commands import FLYWHEEL, command_env, flywheel_json, run_round
+from tests.flows.prefect_api import post
 from tests.training.builders import frozen_dataset, train_tasks
 
 TINY_TRAINING = (
@@ -35,17 +32,6 @@ TINY_TRAINING = (
     "--set",
     "dev_tasks=4",
 )
-
-
-def _api(api: str, path: str, body: dict[str, Any]) -> Any:
-    request = urllib.request.Request(
-        api.rstrip("/") + path,
-        data=json.dumps(body).encode(),
-        headers={"content-type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
 
 
 def _fails(home: Path, api: str, *args: str) -> str:
@@ -99,7 +85,7 @@ def test_train_registers_a_model_and_the_next_plan_reads_its_report(
     plan = flywheel_json(tmp_path, prefect_api_url, "plan", "show", "--tasks", "24")
     assert plan["source"] == f"feedback {report.id}"
 
-    artifacts = _api(
+    artifacts = post(
         prefect_api_url,
         "/artifacts/filter",
         {"artifacts": {"flow_run_id": {"any_": [summary["flow_run_id"]]}}},
