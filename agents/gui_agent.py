@@ -94,6 +94,8 @@ class LLMGuiAgent:
             except _EndpointError as exc:
                 message = f"GUI model endpoint failed: {exc}"
                 return Feedback.failure(ErrorKind.BACKEND_ERROR, message)
+            report.input_tokens += reply.input_tokens
+            report.output_tokens += reply.output_tokens
             messages.append(reply.assistant_message())
             if not reply.calls:
                 report.trace.append(f"(no tool call) ✗ {ErrorKind.MALFORMED_OUTPUT.value}")

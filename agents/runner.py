@@ -18,10 +18,11 @@ from contract import (
     Verdict,
 )
 from curation.attribution import attribute_failure
-from envs.backend import Backend, BackendFaultError, RecordsScreens
+from envs.backend import Backend, BackendFaultError, RecordsScreens, ScreenRecord
 from envs.verification import RubricJudge, verify
 
 DEFAULT_MAX_STEPS = 15
+_NO_SCREEN = ScreenRecord(observation="")
 _BACKEND_FAULTS = frozenset({ErrorKind.BACKEND_ERROR, ErrorKind.TIMEOUT})
 _ENDED_BY = {
     "finish": Termination.FINISHED,
@@ -104,18 +105,20 @@ def run_episode(
 
 
 def _step(index: int, decision: Decision, feedback: Feedback, backend: Backend) -> Step:
-    """The step of one decision; what a device showed for it is linked to it."""
+    """The step of one decision; what a device showed for it is linked to it, and the
+    tokens of the sub-agent that operated it count with the planner's."""
     screen = backend.take_screen_record() if isinstance(backend, RecordsScreens) else None
+    screen = screen or _NO_SCREEN
     return Step(
         index=index,
-        observation=screen.observation if screen is not None else None,
+        observation=screen.observation or None,
         model_output=decision.model_output,
         action=decision.action,
         feedback=feedback,
-        input_tokens=decision.input_tokens,
-        output_tokens=decision.output_tokens,
+        input_tokens=decision.input_tokens + screen.input_tokens,
+        output_tokens=decision.output_tokens + screen.output_tokens,
         injected_fault=decision.injected_fault,
-        artifacts=screen.artifacts if screen is not None else (),
+        artifacts=screen.artifacts,
     )
 
 

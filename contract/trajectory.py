@@ -28,8 +28,12 @@ class Step(Record):
     model_output: str = ""
     action: Action | None
     feedback: Feedback
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
+    input_tokens: int = Field(
+        default=0, ge=0, description="model input tokens: the policy's and its GUI sub-agent's"
+    )
+    output_tokens: int = Field(
+        default=0, ge=0, description="model output tokens: the policy's and its GUI sub-agent's"
+    )
     injected_fault: FaultKind | None = None
     artifacts: tuple[str, ...] = Field(default=(), description="screenshots, page sources")
 

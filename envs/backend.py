@@ -30,10 +30,13 @@ class BackendFaultError(FlywheelError):
 
 @dataclass(frozen=True)
 class ScreenRecord:
-    """What a step showed on a screen: a readable trace and the evidence it kept."""
+    """What a step showed on a screen: a readable trace, the evidence it kept, and the
+    tokens of the model that operated the screen (a GUI sub-agent's)."""
 
     observation: str
     artifacts: tuple[str, ...] = ()
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 class Backend(Protocol):

@@ -4,7 +4,9 @@ Each ``[[devices.pool]]`` entry becomes a pool device; a device without ``server
 the local Appium server (``[appium] port``). Every device has a Prefect global
 concurrency limit ``device-<name>`` of one slot, held for as long as a collector leases
 the device, so two flow runs (or two machines) never drive one phone at once; the
-limits show in the Prefect UI under Concurrency.
+limits show in the Prefect UI under Concurrency. The slot's lease lasts a minute and is
+renewed while held, so a holder that crashed (killed, machine lost) frees its device about
+a minute after it died.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from storage import ArtifactStore
 
 LIMIT_PREFIX = "device-"
 _GUARD_WAIT_S = 1.0
+# The server's minimum: a crashed holder's slot is freed after ~1 min, not Prefect's 5 min.
+_GUARD_LEASE_S = 60.0
 _POOLS: dict[str, DevicePool] = {}
 _POOLS_LOCK = threading.Lock()
 
@@ -83,7 +87,13 @@ def ensure_device_limits(devices: Sequence[str]) -> None:
 
 def prefect_guard(device: str) -> AbstractContextManager[object]:
     """Holds the device's Prefect slot; ``TimeoutError`` when another run holds it."""
-    return concurrency(limit_name(device), occupy=1, timeout_seconds=_GUARD_WAIT_S, strict=True)
+    return concurrency(
+        limit_name(device),
+        occupy=1,
+        timeout_seconds=_GUARD_WAIT_S,
+        lease_duration=_GUARD_LEASE_S,
+        strict=True,
+    )
 
 
 def device_pool(settings: FlywheelSettings, *, guarded: bool = True) -> DevicePool:

@@ -88,7 +88,12 @@ class DeviceBackend:
         assert self._session is not None, "execute before reset"
         self._screen = None  # only the GUI agent changes the screen
         report = self._gui_agent.operate(self._session, action.instruction, dict(action.arguments))
-        self._record = ScreenRecord(report.observation(self.device), tuple(report.artifacts))
+        self._record = ScreenRecord(
+            report.observation(self.device),
+            tuple(report.artifacts),
+            report.input_tokens,
+            report.output_tokens,
+        )
         error = report.feedback.error
         if error is not None and error.kind in _DEVICE_FAULTS and self._lease is not None:
             self._lease.mark_broken()

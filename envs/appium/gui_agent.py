@@ -44,6 +44,9 @@ class GuiReport:
     feedback: Feedback
     trace: list[str] = field(default_factory=list)
     artifacts: list[str] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    """The agent's own model tokens (none for the scripted agent)."""
 
     def observation(self, device: str) -> str:
         return f"GUI agent on {device}: " + " · ".join(self.trace)

@@ -99,6 +99,7 @@ def test_the_model_reads_the_screen_taps_and_is_done(
     assert all(store.path(ref).is_file() for ref in report.artifacts)
     assert switch_on(phone)
     assert len(requests) == 3
+    assert (report.input_tokens, report.output_tokens) == (3 * 12, 3 * 3)  # each reply's usage
     first = requests[0]
     assert first["model"] == "gui-model" and first["tool_choice"] == "auto"
     names = [t["function"]["name"] for t in first["tools"]]
@@ -215,5 +216,8 @@ def test_an_episode_with_the_llm_gui_agent_verifies_on_the_device(
         f"GUI agent on phone-1: read_screen() ✓ · tap(id={camera}) ✓ · screenshot() ✓"
     )
     assert sorted(Path(ref).suffix for ref in step.artifacts) == [".png", ".xml"]
+    # The scripted planner spends no tokens: the step's and the trajectory's are the GUI model's.
+    assert (step.input_tokens, step.output_tokens) == (3 * 12, 3 * 3)
+    assert (trajectory.cost.input_tokens, trajectory.cost.output_tokens) == (3 * 12, 3 * 3)
     assert isinstance(step.action, SubAgentCall)
     assert step.action.instruction in task_message

@@ -5,6 +5,9 @@ device at once."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -100,6 +103,78 @@ def test_the_prefect_limit_keeps_one_lease_per_device_across_pools(prefect_api_u
         assert [lease.name for lease in got] == [name]
         second_pool.release(got[0])
         assert client.read_global_concurrency_limit_by_name(limit_name(name)).active_slots == 0
+
+
+# A collector that holds a device's slot until it is killed (argv[1]: the device).
+_HOLD_FOREVER = """
+import sys, time
+from flows.devices import ensure_device_limits, prefect_guard
+ensure_device_limits([sys.argv[1]])
+with prefect_guard(sys.argv[1]):
+    print("held", flush=True)
+    while True:
+        time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_holder_frees_its_device_about_a_minute_after_it_died(
+    prefect_api_url: str,
+) -> None:
+    name = f"phone-{uuid.uuid4().hex[:8]}"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_FOREVER, name],
+        env={**os.environ, "PREFECT_API_URL": prefect_api_url},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    output: list[str] = []
+    held = threading.Event()
+
+    def read() -> None:
+        assert holder.stdout is not None
+        for line in holder.stdout:
+            output.append(line)
+            if line.strip() == "held":
+                held.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not held.wait(0.2) and holder.poll() is None and time.monotonic() < deadline:
+            pass
+        assert held.is_set(), (
+            f"the holder never took the slot (exit code {holder.poll()}):\n{''.join(output)}"
+        )
+    finally:
+        holder.kill()  # SIGKILL: no context exit, no release, only the lease expiring
+        holder.wait(timeout=30)
+    killed = time.monotonic()
+    reader.join(timeout=10)
+
+    with prefect_api(prefect_api_url), get_client(sync_client=True) as client:
+        try:
+            with prefect_guard(name):
+                pytest.fail("the slot was free right after the kill: the lease ended with it?")
+        except TimeoutError:
+            pass  # still held just after the kill: only the lease's expiry can free it
+        freed_after: float | None = None
+        while time.monotonic() - killed < 150:  # lease (60 s) + the repossessor's loop (15 s)
+            try:
+                with prefect_guard(name):
+                    freed_after = time.monotonic() - killed
+                break
+            except TimeoutError:
+                time.sleep(1.0)
+        slots = client.read_global_concurrency_limit_by_name(limit_name(name)).active_slots
+    assert freed_after is not None, (
+        f"{limit_name(name)} was still held 150 s after its holder was killed "
+        f"(active slots: {slots}); its lease should expire about a minute after the last renewal"
+    )
+    assert slots == 0
+    print(f"the killed holder's slot was free {freed_after:.0f} s after the kill")
 
 
 @pytest.mark.slow
