@@ -4,22 +4,22 @@ Real apps name their elements as they like, so instead of the scripted agent's k
 ids a chat model reads the UI tree and acts, one tool call per turn, until it calls
 ``done``. A reply it cannot use (no tool call, arguments that are not JSON or not valid)
 is answered with the typed error and costs a turn; a screen action's failure is fed
-back the same way. A device fault or an endpoint failure ends the call.
+back the same way. A device fault or an endpoint failure ends the call. Replies come
+through the planner's ``OpenAIPolicy.reply`` (transient errors retried, keys masked).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any, cast
+from typing import Any
 
 import openai
 import orjson
 from lxml import etree
-from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
 
-from agents.policies.chat_format import NOT_EXECUTED, Message, RawCall, Reply, render_error
-from agents.policies.openai_policy import TRANSIENT_ERRORS, call_arguments, reply_of
+from agents.policies.chat_format import NOT_EXECUTED, Message, RawCall, render_error
+from agents.policies.openai_policy import OpenAIPolicy, call_arguments
 from contract import ErrorKind, ExecutionError, Feedback, GuiAction, Screenshot, StateChange
 from envs.appium.device import DeviceFaultError, DeviceSession
 from envs.appium.gui_agent import GuiReport, trace_line
@@ -35,16 +35,12 @@ NUDGE = (
     "Your reply contained no tool call. Reply with exactly one tool call; call done when finished."
 )
 _DEVICE_FAULTS = frozenset({ErrorKind.BACKEND_ERROR, ErrorKind.TIMEOUT})
-_RETRIES = 2
-
-
-class _EndpointError(Exception):
-    """The GUI model's endpoint failed (after retries)."""
+_ATTEMPTS = 3
 
 
 class LLMGuiAgent:
     """A ``GuiAgent`` whose every step is a chat model's tool call (``client`` is built
-    with ``make_client``: retries are done here, twice, on transient errors)."""
+    with ``make_client``: a transient error is tried again here, up to three attempts)."""
 
     def __init__(
         self,
@@ -55,11 +51,10 @@ class LLMGuiAgent:
         temperature: float = 0.0,
         backoff_s: float = 0.5,
     ) -> None:
-        self._client = client
-        self.model = model
+        self._endpoint = OpenAIPolicy(
+            client, model, temperature=temperature, max_attempts=_ATTEMPTS, backoff_s=backoff_s
+        )
         self.max_actions = max_actions
-        self.temperature = temperature
-        self.backoff_s = backoff_s
         self._tools = [t.openai_tool() for t in GUI_TOOLS]
 
     def operate(
@@ -89,10 +84,9 @@ class LLMGuiAgent:
             {"role": "user", "content": task},
         ]
         for _ in range(self.max_actions):
-            try:
-                reply = self._complete(messages)
-            except _EndpointError as exc:
-                message = f"GUI model endpoint failed: {exc}"
+            reply, _, failure = self._endpoint.reply(messages, self._tools)
+            if reply is None:
+                message = f"GUI model endpoint failed: {failure}"
                 return Feedback.failure(ErrorKind.BACKEND_ERROR, message)
             report.input_tokens += reply.input_tokens
             report.output_tokens += reply.output_tokens
@@ -143,37 +137,6 @@ class LLMGuiAgent:
             return shot.feedback
         changes: tuple[StateChange, ...] = gui_world_changes(before, device.screen_document())
         return feedback.model_copy(update={"state_changes": changes})
-
-    def _complete(self, messages: list[Message]) -> Reply:
-        """One reply, transient errors retried twice; ``_EndpointError`` when none came."""
-        for attempt in range(_RETRIES + 1):
-            try:
-                completion = self._client.chat.completions.create(
-                    model=self.model,
-                    messages=cast("list[ChatCompletionMessageParam]", messages),
-                    tools=cast("list[ChatCompletionToolUnionParam]", self._tools),
-                    tool_choice="auto",
-                    temperature=self.temperature,
-                )
-            except TRANSIENT_ERRORS as exc:
-                if attempt == _RETRIES:
-                    raise _EndpointError(self._describe(exc, attempt + 1)) from None
-                time.sleep(self.backoff_s * 2**attempt)
-                continue
-            except openai.OpenAIError as exc:
-                raise _EndpointError(self._describe(exc, attempt + 1)) from None
-            reply = reply_of(completion)
-            if reply is None:
-                raise _EndpointError("the endpoint returned no choices")
-            return reply
-        raise AssertionError("unreachable")
-
-    def _describe(self, exc: Exception, attempts: int) -> str:
-        text = f"{type(exc).__name__} after {attempts} attempt(s): {exc}"
-        key = self._client.api_key
-        if isinstance(key, str) and len(key) >= 8:  # never let a key into a record
-            text = text.replace(key, "***")
-        return text
 
 
 def _parse(call: RawCall) -> Done | GuiAction | ExecutionError:
