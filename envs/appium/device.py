@@ -282,8 +282,8 @@ class DeviceSession:
 
 def _reason(exc: BaseException) -> str:
     """A one-line reason without stack traces (Appium puts them in messages)."""
-    text = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
-    first = str(text).strip().splitlines()[0] if str(text).strip() else type(exc).__name__
+    text = str(getattr(exc, "msg", None) or exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
     return f"{type(exc).__name__}: {first[:300]}"
 
 

@@ -150,7 +150,7 @@ class UiAutomator2Profile:
 
     def prepare(self, driver: WebDriver, world: Mapping[str, Mapping[str, Any]]) -> None:
         """A real phone's apps keep their own state: nothing is seeded (see the README)."""
-        driver.press_keycode(KEYCODE_HOME)
+        self.home(driver)
 
 
 def driver_profile(driver: str, packages: Mapping[str, str] | None = None) -> DriverProfile:
