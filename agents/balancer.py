@@ -15,15 +15,13 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, Protocol, TypedDict, cast
 
-import openai
 import orjson
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from agents.llm import JsonLLM
+from agents.llm import JsonLLM, LLMError
 from contract import (
     DatasetVersion,
-    FlywheelError,
     MixTarget,
     Review,
     ReviewDecision,
@@ -170,7 +168,7 @@ def ask_rationale(
     """The LLM's rationale, or None and why not: its failures never stop the balancer."""
     try:
         answer = llm.ask_json(RATIONALE_SYSTEM, rationale_prompt(result, dropped))
-    except (FlywheelError, openai.OpenAIError) as exc:
+    except LLMError as exc:
         return None, f"rationale: {exc}"
     rationale = answer.get("rationale")
     if not isinstance(rationale, str) or not rationale.strip():

@@ -14,13 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypedDict
 
-import openai
 import orjson
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import JsonValue
 
-from agents.llm import JsonLLM, LLMOutputError
+from agents.llm import JsonLLM, LLMError
 from contract import (
     CurationRecord,
     DropReason,
@@ -227,7 +226,7 @@ def ask_judge(llm: JsonLLM, trajectory: Trajectory) -> JsonValue:
     usable answer (a judge never stops curation)."""
     try:
         answer = llm.ask_json(JUDGE_SYSTEM, render_for_judge(trajectory))
-    except (LLMOutputError, openai.OpenAIError) as exc:
+    except LLMError as exc:
         return {"error": str(exc)[:300]}
     passed, reason = answer.get("passed"), answer.get("reason", "")
     if not isinstance(passed, bool):

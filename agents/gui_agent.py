@@ -32,7 +32,8 @@ SYSTEM_PROMPT = (
     "or cannot be, call done with success, the result the planner asked for, and a summary."
 )
 NUDGE = (
-    "Your reply contained no tool call. Reply with exactly one tool call; call done when finished."
+    "Your reply contained no usable tool call. Reply with exactly one tool call; call done "
+    "when finished."
 )
 _DEVICE_FAULTS = frozenset({ErrorKind.BACKEND_ERROR, ErrorKind.TIMEOUT})
 _ATTEMPTS = 3
@@ -92,7 +93,8 @@ class LLMGuiAgent:
             report.output_tokens += reply.output_tokens
             messages.append(reply.assistant_message())
             if not reply.calls:
-                report.trace.append(f"(no tool call) ✗ {ErrorKind.MALFORMED_OUTPUT.value}")
+                what = "(a malformed tool call)" if reply.malformed else "(no tool call)"
+                report.trace.append(f"{what} ✗ {ErrorKind.MALFORMED_OUTPUT.value}")
                 messages.append({"role": "user", "content": NUDGE})
                 continue
             answer = self._turn(device, reply.calls[0], report)

@@ -2,6 +2,8 @@
 
 Agents that can use an LLM take a ``JsonLLM`` (or None, and then use their deterministic
 node). Any OpenAI-compatible chat-completions endpoint serves; tests use a scripted fake.
+Every way an LLM can fail (the endpoint, or an answer that is not the JSON asked for) is
+an ``LLMError``: an agent catches that one class and goes on without the LLM.
 """
 
 from __future__ import annotations
@@ -12,16 +14,25 @@ import openai
 import orjson
 from pydantic import JsonValue
 
+from agents.completions import CompletionFailure, request_completion
 from contract import FlywheelError
 
 
-class LLMOutputError(FlywheelError):
+class LLMError(FlywheelError):
+    """The LLM gave no usable answer."""
+
+
+class LLMEndpointError(LLMError):
+    """The endpoint failed: unreachable, an HTTP error, or a body that is no completion."""
+
+
+class LLMOutputError(LLMError):
     """The model answered, but not with the JSON object that was asked for."""
 
 
 class JsonLLM(Protocol):
     def ask_json(self, system: str, user: str) -> dict[str, JsonValue]:
-        """Ask one question; the answer is a JSON object (or ``LLMOutputError``)."""
+        """Ask one question; the answer is a JSON object (or an ``LLMError``)."""
         ...
 
 
@@ -34,13 +45,18 @@ class OpenAIJsonLLM:
         self._temperature = temperature
 
     def ask_json(self, system: str, user: str) -> dict[str, JsonValue]:
-        response = self._client.chat.completions.create(
-            model=self.model,
-            temperature=self._temperature,
-            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-        )
-        text = (response.choices[0].message.content or "").strip() if response.choices else ""
-        return parse_json_object(text)
+        params = {
+            "model": self.model,
+            "temperature": self._temperature,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ],
+        }
+        completion = request_completion(self._client, params)
+        if isinstance(completion, CompletionFailure):
+            raise LLMEndpointError(completion.message)
+        return parse_json_object(completion.reply.content or "")
 
 
 def parse_json_object(text: str) -> dict[str, JsonValue]:

@@ -27,7 +27,7 @@ from typing import Literal, NamedTuple, Protocol, TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from agents.llm import JsonLLM, LLMOutputError
+from agents.llm import JsonLLM, LLMError
 from contract import (
     REPAIR_PATTERN,
     Capability,
@@ -304,7 +304,7 @@ def reword(proposal: Proposal, llm: JsonLLM) -> Proposal:
         return proposal
     try:
         goal = llm.ask_json(REWORD_SYSTEM, task.goal).get("goal")
-    except (LLMOutputError, OSError) as exc:
+    except LLMError as exc:
         return replace(proposal, task=None, problem=f"LLM rewording failed: {exc}")
     if not isinstance(goal, str):
         return replace(proposal, task=None, problem="LLM answer has no goal string")

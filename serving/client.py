@@ -13,14 +13,8 @@ import urllib.error
 import urllib.request
 from typing import Any, cast
 
-import openai
-from openai.types.chat import (
-    ChatCompletion,
-    ChatCompletionMessageParam,
-    ChatCompletionToolUnionParam,
-)
-
-from agents.policies.openai_policy import make_client, reply_of
+from agents.completions import Completion, CompletionFailure, request_completion
+from agents.policies.openai_policy import make_client
 from contract import FlywheelError
 
 __all__ = ["PROBE_MESSAGES", "PROBE_TOOL", "ServingError", "health", "load_model", "probe"]
@@ -104,40 +98,37 @@ def probe(base_url: str, model: str = "champion", timeout_s: float = 60.0) -> st
     failed: the call, or a part of the completion that is not well formed."""
     client = make_client(_url(base_url, "/v1"), None, timeout_s)
     what = f"probing {model} on {base_url}"
-    try:
-        completion = client.chat.completions.create(
-            model=model,
-            messages=cast("list[ChatCompletionMessageParam]", PROBE_MESSAGES),
-            tools=[cast(ChatCompletionToolUnionParam, PROBE_TOOL)],
-            tool_choice="auto",
-            temperature=0.0,
-            max_tokens=8,
-        )
-    except openai.OpenAIError as exc:
-        raise ServingError(f"{what} failed: {type(exc).__name__}: {exc}") from None
+    params: dict[str, Any] = {
+        "model": model,
+        "messages": PROBE_MESSAGES,
+        "tools": [PROBE_TOOL],
+        "tool_choice": "auto",
+        "temperature": 0.0,
+        "max_tokens": 8,
+    }
+    completion = request_completion(client, params)
+    if isinstance(completion, CompletionFailure):
+        raise ServingError(f"{what} failed: {completion.message}")
     problem = _malformed(completion)
     if problem:
         raise ServingError(f"{what}: the completion is not well formed: {problem}")
     return completion.model
 
 
-def _malformed(completion: ChatCompletion) -> str:
-    """What is wrong with ``completion``; empty when nothing is."""
+def _malformed(completion: Completion) -> str:
+    """What is wrong with a completion the boundary accepted; empty when nothing is."""
     if not completion.model:
         return "it names no model"
-    if reply_of(completion) is None:
-        return "it has no choices"
-    choice = completion.choices[0]
-    if choice.finish_reason not in FINISH_REASONS:
-        return f"finish_reason {choice.finish_reason!r} is none of {', '.join(FINISH_REASONS)}"
+    reply = completion.reply
+    if reply.finish_reason not in FINISH_REASONS:
+        return f"finish_reason {reply.finish_reason!r} is none of {', '.join(FINISH_REASONS)}"
     usage = completion.usage
     if usage is None:
         return "it has no usage"
     if usage.total_tokens != usage.prompt_tokens + usage.completion_tokens:
         return "usage.total_tokens is not prompt_tokens + completion_tokens"
-    for call in choice.message.tool_calls or ():
-        if call.type != "function" or not call.function.name:
-            return f"tool call {call.id} is not a named function call"
+    if reply.malformed:
+        return f"a tool call is not a named function call: {reply.malformed[0]}"
     return ""
 
 

@@ -49,14 +49,17 @@ OPENAI_POLICY = "openai"
 """The policy name of ``OpenAIPolicy``: its steps record the model's raw replies."""
 SUBAGENT_PREFIX = "subagent_"
 NUDGE = (
-    "Your last reply contained no function call. Reply with exactly one function call; "
-    "call finish(answer) when the task is done."
+    "Your last reply contained no usable function call. Reply with exactly one function "
+    "call; call finish(answer) when the task is done."
 )
 REFUSAL_NUDGE = (
     "Your last reply was withheld by the endpoint. Continue with exactly one function call, "
     "or call refuse(reason) if the task should not be done."
 )
 NOT_EXECUTED = "not executed: only the first function call of a reply is executed"
+MALFORMED_CALL = "[malformed tool_call] "
+"""Starts the line that stands for a tool call the endpoint sent malformed (no name,
+arguments of the wrong type): such a reply yields no action (``agents/completions.py``)."""
 
 
 # -- harness functions -----------------------------------------------------------------
@@ -254,6 +257,9 @@ class Reply:
     calls: tuple[RawCall, ...]
     input_tokens: int
     output_tokens: int
+    malformed: tuple[str, ...] = ()
+    """What was wrong with each malformed tool call; ``content`` ends with a
+    ``MALFORMED_CALL`` line for each, and ``calls`` is empty."""
 
     @property
     def refused(self) -> bool:

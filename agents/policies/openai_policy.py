@@ -1,8 +1,9 @@
 """A chat-completions policy with tool calling, for any OpenAI-compatible server.
 
 One turn is ``format_input`` (messages and tools, in the chat format of ``chat_format``)
-→ one ``chat.completions.create`` call (retried here, and only here, on transient errors)
-→ ``format_output`` (the first tool call becomes an action, or a typed error when the
+→ one chat completion through ``agents/completions.py`` (the one boundary that reads and
+checks what an endpoint returns; transient failures retried here, and only here) →
+``format_output`` (the first tool call becomes an action, or a typed error when the
 reply is unusable). The policy reads only the ``TaskView``; the API key stays inside the
 client.
 
@@ -16,15 +17,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import openai
-from openai.types.chat import (
-    ChatCompletion,
-    ChatCompletionMessageParam,
-    ChatCompletionToolUnionParam,
-)
 
+from agents.completions import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    Completion,
+    CompletionFailure,
+    request_completion,
+)
 from agents.policies.base import Decision, TaskView
 from agents.policies.chat_format import (
     HARNESS,
@@ -57,7 +59,6 @@ from contract import (
 
 __all__ = [  # with what ``chat_format`` lends the policy's callers
     "HARNESS",
-    "TRANSIENT_ERRORS",
     "ChatSession",
     "OpenAIPolicy",
     "RawCall",
@@ -65,15 +66,9 @@ __all__ = [  # with what ``chat_format`` lends the policy's callers
     "ReplySource",
     "make_client",
     "parse_call",
-    "reply_of",
 ]
 
 NO_KEY = "not-needed"
-TRANSIENT_ERRORS = (
-    openai.APIConnectionError,  # includes APITimeoutError
-    openai.RateLimitError,
-    openai.InternalServerError,
-)
 
 
 def make_client(base_url: str, api_key: str | None, timeout_s: float) -> openai.OpenAI:
@@ -84,29 +79,6 @@ def make_client(base_url: str, api_key: str | None, timeout_s: float) -> openai.
 
 
 # -- format output ---------------------------------------------------------------------
-
-
-def reply_of(completion: ChatCompletion) -> Reply | None:
-    """The first choice of ``completion``, or None when it has none."""
-    if not completion.choices:
-        return None
-    choice = completion.choices[0]
-    message = choice.message
-    calls: list[RawCall] = []
-    for call in message.tool_calls or ():
-        if call.type == "function":
-            calls.append(RawCall(call.id, call.function.name, call.function.arguments))
-        else:  # a custom (free-text) tool call: never offered, kept as raw input
-            calls.append(RawCall(call.id, call.custom.name, call.custom.input))
-    usage = completion.usage
-    return Reply(
-        content=message.content,
-        refusal=message.refusal,
-        finish_reason=str(choice.finish_reason),
-        calls=tuple(calls),
-        input_tokens=usage.prompt_tokens if usage else 0,
-        output_tokens=usage.completion_tokens if usage else 0,
-    )
 
 
 def call_arguments(call: RawCall) -> dict[str, Any] | ExecutionError:
@@ -166,7 +138,8 @@ class OpenAIPolicy:
     """Plans with a chat model through an OpenAI-compatible endpoint.
 
     The caller builds ``client`` (see ``make_client``) with ``max_retries=0``: transient
-    endpoint errors are retried here, ``max_attempts`` tries with exponential backoff.
+    endpoint failures are tried again here, ``max_attempts`` tries with exponential
+    backoff. A body over ``max_response_bytes`` is a failure of the endpoint.
     """
 
     def __init__(
@@ -179,6 +152,7 @@ class OpenAIPolicy:
         backoff_s: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
         recorded_as: str | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if max_attempts < 1:
             raise InvalidInputError("max_attempts", "must be at least 1")
@@ -190,6 +164,7 @@ class OpenAIPolicy:
         self.temperature = temperature
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
+        self.max_response_bytes = max_response_bytes
         self._sleep = sleep
 
     @property
@@ -204,44 +179,33 @@ class OpenAIPolicy:
         self, messages: list[Message], tools: list[dict[str, Any]]
     ) -> tuple[Reply | None, int, str]:
         """One completion as a ``Reply`` (see ``ReplySource``)."""
-        completion, retries, failure = self.complete(messages, tools)
-        if completion is None:
-            return None, retries, failure
-        reply = reply_of(completion)
-        if reply is None:
-            return None, retries, "the endpoint returned no choices"
-        return reply, retries, ""
+        completion, retries = self.complete(messages, tools)
+        if isinstance(completion, CompletionFailure):
+            attempts = retries + 1
+            return None, retries, f"{completion.message} (after {attempts} attempt(s))"
+        return completion.reply, retries, ""
 
     def complete(
         self, messages: list[Message], tools: list[dict[str, Any]]
-    ) -> tuple[ChatCompletion | None, int, str]:
-        """One completion, transient errors retried: ``(completion, retries, failure)``;
-        ``completion`` is None when the endpoint failed, ``failure`` then says why."""
+    ) -> tuple[Completion | CompletionFailure, int]:
+        """One completion, transient failures tried again: ``(completion or failure,
+        retries)``."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "tools": tools,
+            "tool_choice": "auto",
+            "temperature": self.temperature,
+        }
         retries = 0
         while True:
-            try:
-                completion = self._client.chat.completions.create(
-                    model=self.model,
-                    messages=cast("list[ChatCompletionMessageParam]", messages),
-                    tools=cast("list[ChatCompletionToolUnionParam]", tools),
-                    tool_choice="auto",
-                    temperature=self.temperature,
-                )
-                return completion, retries, ""
-            except TRANSIENT_ERRORS as exc:
-                if retries + 1 >= self.max_attempts:
-                    return None, retries, self._describe(exc, retries + 1)
-                self._sleep(self.backoff_s * 2**retries)
-                retries += 1
-            except openai.OpenAIError as exc:  # not transient: bad request, auth, bad body
-                return None, retries, self._describe(exc, retries + 1)
-
-    def _describe(self, exc: Exception, attempts: int) -> str:
-        text = f"{type(exc).__name__} after {attempts} attempt(s): {exc}"
-        key = self._client.api_key
-        if isinstance(key, str) and len(key) >= 8:  # never let a key into a record
-            text = text.replace(key, "***")
-        return text
+            completion = request_completion(self._client, params, max_bytes=self.max_response_bytes)
+            if not isinstance(completion, CompletionFailure) or not completion.transient:
+                return completion, retries
+            if retries + 1 >= self.max_attempts:
+                return completion, retries
+            self._sleep(self.backoff_s * 2**retries)
+            retries += 1
 
 
 class ReplySource(Protocol):
@@ -307,6 +271,13 @@ class ChatSession:
                 message=f"the endpoint refused: {reply.refusal or reply.finish_reason}",
             )
             self._fail_first(reply, error, REFUSAL_NUDGE)
+            return None, error
+        if reply.malformed:
+            error = ExecutionError(
+                kind=ErrorKind.MALFORMED_OUTPUT,
+                message=f"the reply's function call is malformed: {'; '.join(reply.malformed)}",
+            )
+            self._fail_first(reply, error, NUDGE)
             return None, error
         if not reply.calls:
             error = ExecutionError(

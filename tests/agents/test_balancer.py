@@ -40,7 +40,7 @@ from curation.balance import (
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
 from human_gate import AutoGate, GateItem
-from tests.fakes import Reply, ScriptedChatServer, error_reply, text_reply
+from tests.fakes import RawReply, Reply, ScriptedChatServer, error_reply, json_reply, text_reply
 
 TARGET = default_target()
 
@@ -192,8 +192,14 @@ def test_the_llm_writes_the_rationale(episodes: list[Trajectory]) -> None:
 
 @pytest.mark.parametrize(
     "reply",
-    [text_reply("The mix looks fine."), text_reply('{"verdict": "fine"}'), error_reply(400)],
-    ids=["not-json", "no-rationale", "endpoint-error"],
+    [
+        text_reply("The mix looks fine."),
+        text_reply('{"verdict": "fine"}'),
+        error_reply(400),
+        RawReply(b"<html>gateway</html>", content_type="text/html"),
+        json_reply({"choices": "none"}),
+    ],
+    ids=["not-json", "no-rationale", "endpoint-error", "html-page", "not-a-completion"],
 )
 def test_a_bad_llm_answer_is_an_error_not_a_crash(episodes: list[Trajectory], reply: Reply) -> None:
     with ScriptedChatServer([reply]) as server:

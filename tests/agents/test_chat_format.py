@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from agents.policies.base import TaskView
 from agents.policies.chat_format import (
     NOT_EXECUTED,
     NUDGE,
@@ -23,8 +22,7 @@ from agents.policies.chat_format import (
     template_messages,
     trajectory_conversation,
 )
-from agents.policies.openai_policy import ChatSession, OpenAIPolicy, make_client, parse_call
-from agents.runner import run_episode
+from agents.policies.openai_policy import parse_call
 from contract import (
     Action,
     Clarify,
@@ -44,50 +42,23 @@ from contract import (
 from curation.attribution import erroneous_steps
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
-from tests.agents.test_openai_policy import assert_valid_conversation, plan_replies
-from tests.fakes import (
-    Reply as ScriptedReply,
+from tests.agents.conversations import (
+    MAX_STEPS,
+    assert_valid_conversation,
+    messy_replies,
+    plan_replies,
+    run_openai,
 )
 from tests.fakes import (
-    ScriptedChatServer,
     error_reply,
-    refusal_reply,
-    text_reply,
-    tool_call_reply,
-    tool_calls_reply,
 )
 
-MAX_STEPS = 8
 CORRECTION = "I texted Yusuf that you are running late."
-
-
-class CapturingPolicy(OpenAIPolicy):
-    """The OpenAI policy, keeping the sessions and views it started."""
-
-    sessions: list[ChatSession]
-    views: list[TaskView]
-
-    def start(self, task: TaskSpec, view: TaskView) -> ChatSession:
-        session = super().start(task, view)
-        self.sessions = [*getattr(self, "sessions", []), session]
-        self.views = [*getattr(self, "views", []), view]
-        return session
 
 
 @pytest.fixture(scope="module")
 def task() -> TaskSpec:
     return instantiate(template_named("text_contact"), 7, MobileSandbox())
-
-
-def run_openai(
-    task: TaskSpec, replies: list[ScriptedReply], **policy_kw: Any
-) -> tuple[Trajectory, CapturingPolicy, list[dict[str, Any]]]:
-    with ScriptedChatServer(replies) as server:
-        client = make_client(server.base_url, None, timeout_s=5.0)
-        policy = CapturingPolicy(client, "scripted-model", sleep=lambda s: None, **policy_kw)
-        trajectory = run_episode(task, MobileSandbox(), policy, max_steps=MAX_STEPS)
-        requests = server.requests
-    return trajectory, policy, requests
 
 
 def assert_answered(messages: list[dict[str, Any]]) -> None:
@@ -102,28 +73,6 @@ def _answers(message: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         {"role": "tool", "tool_call_id": c["id"], "content": ""}
         for c in message.get("tool_calls") or ()
-    ]
-
-
-def messy_replies(task: TaskSpec) -> list[ScriptedReply]:
-    """Every kind of reply the session handles, then the plan: text without a call, a
-    refusal, arguments that are not JSON, an ill-typed harness call, two calls at once
-    (the first is executed), an unknown tool, a call with multi-line content."""
-    search, send = task.reference_plan
-    assert isinstance(search, ToolCall)
-    assert isinstance(send, ToolCall)
-    return [
-        text_reply("I will look them up.\nThen text them."),
-        refusal_reply("I can't help with that."),
-        tool_call_reply("search_contacts", '{"query": "Yus'),
-        tool_call_reply("memory_read", '{"key": 3}'),
-        tool_calls_reply(
-            (search.tool, json.dumps(search.arguments)), (send.tool, json.dumps(send.arguments))
-        ),
-        tool_call_reply("teleport", "{}"),
-        tool_call_reply(
-            send.tool, json.dumps(send.arguments), content="Found them.\nSending (now)."
-        ),
     ]
 
 

@@ -11,6 +11,7 @@ import pytest
 from agents.curator import (
     CuratorState,
     Drop,
+    ask_judge,
     attribute,
     build_curator_graph,
     check_support,
@@ -48,7 +49,7 @@ from tests.curation.builders import (
     with_outcome,
     with_round,
 )
-from tests.fakes import Reply, ScriptedChatServer, error_reply, text_reply
+from tests.fakes import RawReply, Reply, ScriptedChatServer, error_reply, json_reply, text_reply
 
 CONFIG = CuratorConfig()
 ROUND = "round-7"
@@ -193,6 +194,17 @@ def test_the_judge_node_asks_only_what_rules_leave_open(
     assert prompt == render_for_judge(success)
     assert success.task.goal in prompt
     assert "verifier" not in prompt.lower()
+
+
+def test_a_judge_that_answers_garbage_is_recorded_and_curation_goes_on(
+    success: Trajectory,
+) -> None:
+    replies = [RawReply(b"<html>502</html>", content_type="text/html"), json_reply({"x": 1})]
+    for reply in replies:
+        with ScriptedChatServer([reply]) as server:
+            llm = OpenAIJsonLLM(make_client(server.base_url, None, timeout_s=5.0), "judge")
+            answer = ask_judge(llm, success)
+        assert isinstance(answer, dict) and "malformed completion" in str(answer["error"])
 
 
 def test_the_graph_has_the_judge_only_with_an_llm(server: ScriptedChatServer) -> None:

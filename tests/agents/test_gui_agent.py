@@ -134,7 +134,7 @@ def test_unusable_replies_are_fed_back_and_the_call_still_succeeds(phone: Device
         "screenshot() ✓",
     ]
     answers = [r["messages"][-1] for r in requests[1:5]]
-    assert answers[0]["role"] == "user" and "no tool call" in answers[0]["content"]
+    assert answers[0]["role"] == "user" and "no usable tool call" in answers[0]["content"]
     kinds = [json.loads(a["content"])["error"]["kind"] for a in answers[1:]]
     assert kinds == ["invalid_arguments", "unknown_tool", "invalid_locator"]
     assert "tap, long_press" in answers[2]["content"]

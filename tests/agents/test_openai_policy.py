@@ -36,10 +36,13 @@ from contract import (
 )
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
+from tests.agents.conversations import assert_valid_conversation, plan_replies
 from tests.fakes import (
+    RawReply,
     Reply,
     ScriptedChatServer,
     error_reply,
+    json_reply,
     refusal_reply,
     text_reply,
     tool_call_reply,
@@ -55,16 +58,6 @@ def task() -> TaskSpec:
     return instantiate(template_named("text_contact"), 7, MobileSandbox())
 
 
-def plan_replies(task: TaskSpec) -> list[Reply]:
-    """Replies that perform the task's reference plan (the test may read it; the policy
-    may not)."""
-    replies: list[Reply] = []
-    for action in task.reference_plan:
-        assert isinstance(action, ToolCall)
-        replies.append(tool_call_reply(action.tool, json.dumps(action.arguments)))
-    return replies
-
-
 def run(task: TaskSpec, replies: list[Reply], **policy_kw: Any) -> tuple[Trajectory, list[Any]]:
     with ScriptedChatServer(replies) as server:
         client = make_client(server.base_url, API_KEY, timeout_s=5.0)
@@ -74,20 +67,6 @@ def run(task: TaskSpec, replies: list[Reply], **policy_kw: Any) -> tuple[Traject
     for body in requests:
         assert_valid_conversation(body["messages"])
     return trajectory, requests
-
-
-def assert_valid_conversation(messages: list[dict[str, Any]]) -> None:
-    """Every assistant tool call is answered by a tool message before the next turn."""
-    owed: set[str] = set()
-    for message in messages:
-        if message["role"] == "tool":
-            assert message["tool_call_id"] in owed
-            owed.discard(message["tool_call_id"])
-            continue
-        assert not owed, f"unanswered tool calls {owed} before a {message['role']} message"
-        if message["role"] == "assistant":
-            owed = {c["id"] for c in message.get("tool_calls") or ()}
-    assert not owed
 
 
 def tool_messages(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -311,3 +290,44 @@ def test_a_tool_named_like_a_harness_function_is_refused_at_start() -> None:
     policy = OpenAIPolicy(make_client("http://127.0.0.1:9/v1", None, 1.0), MODEL)
     with pytest.raises(InvalidInputError, match="finish"):
         policy.start(None, view)  # type: ignore[arg-type]
+
+
+def test_an_html_page_with_status_200_ends_the_episode_as_a_backend_error(
+    task: TaskSpec,
+) -> None:
+    page = RawReply(b"<html><body>Service unavailable</body></html>", content_type="text/html")
+    trajectory, _ = run(task, [page, *plan_replies(task)])
+
+    assert trajectory.metadata.outcome is Outcome.BACKEND_ERROR
+    assert trajectory.metadata.termination is Termination.BACKEND_ERROR
+    (step,) = trajectory.steps
+    assert step.action is None and step.feedback.error is not None
+    assert step.feedback.error.kind is ErrorKind.BACKEND_ERROR
+    assert "malformed completion: the body is not JSON" in step.feedback.error.message
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"id": "c1", "type": "function", "function": {}},
+        {"id": "c1", "type": "function", "function": {"name": "send_message", "arguments": 5}},
+        {"id": "c1", "type": "custom", "custom": {"name": "x", "input": "y"}},
+        "search_contacts()",
+    ],
+    ids=["empty-function", "number-arguments", "custom-call", "call-as-text"],
+)
+def test_a_malformed_tool_call_is_malformed_output_and_the_episode_goes_on(
+    task: TaskSpec, call: object
+) -> None:
+    bad = json_reply({"choices": [{"message": {"content": None, "tool_calls": [call]}}]})
+    trajectory, requests = run(task, [bad, *plan_replies(task)])
+
+    first = trajectory.steps[0]
+    assert first.action is None and first.feedback.error is not None
+    assert first.feedback.error.kind is ErrorKind.MALFORMED_OUTPUT
+    assert "tool_calls[0]" in first.feedback.error.message
+    assert first.model_output.startswith("[malformed tool_call] tool_calls[0]")
+    # the model is shown what it sent and asked again; nothing malformed is echoed
+    assert requests[1]["messages"][-2] == {"role": "assistant", "content": first.model_output}
+    assert requests[1]["messages"][-1]["content"].startswith("Your last reply contained no usable")
+    _recovers(trajectory)

@@ -53,7 +53,7 @@ from envs.sandbox.templates.catalog import (
     template_named,
 )
 from envs.sandbox.templates.patterns import grounded_arguments
-from tests.fakes.chat_server import ScriptedChatServer, text_reply
+from tests.fakes import RawReply, ScriptedChatServer, json_reply, text_reply
 
 
 def test_fills_every_quota_of_the_default_plan(sandbox: MobileSandbox) -> None:
@@ -189,6 +189,21 @@ def test_llm_rewording_keeps_literals_or_is_rejected(sandbox: MobileSandbox) -> 
     assert lost.task is None and lost.problem is not None and "lost" in lost.problem
     assert malformed.task is None and malformed.problem is not None
     assert "did not answer with JSON" in malformed.problem
+
+
+def test_an_llm_endpoint_that_fails_leaves_the_goal_unworded(sandbox: MobileSandbox) -> None:
+    """Rewording is optional: a closed port, an HTML page or a body that is no completion
+    rejects the proposal with the reason, and construction goes on."""
+    task = sample_tasks(1, 8, sandbox)[0]
+    down = OpenAIJsonLLM(make_client("http://127.0.0.1:9/v1", None, 1.0), "fake-llm")
+    outage = reword(_proposal(task), down)
+    assert outage.task is None and outage.problem is not None
+    assert "APIConnectionError" in outage.problem
+    replies = [RawReply(b"<html>busy</html>", content_type="text/html"), json_reply([1])]
+    with ScriptedChatServer(replies) as server:
+        llm = OpenAIJsonLLM(make_client(server.base_url, None, 5.0), "fake-llm")
+        problems = [reword(_proposal(task), llm).problem for _ in replies]
+    assert all(p is not None and "malformed completion" in p for p in problems)
 
 
 # -- plans built from feedback ------------------------------------------------------------

@@ -3,9 +3,11 @@
 from tests.fakes.chat_server import (
     ChatReply,
     ErrorReply,
+    RawReply,
     Reply,
     ScriptedChatServer,
     error_reply,
+    json_reply,
     refusal_reply,
     text_reply,
     tool_call_reply,
@@ -15,9 +17,11 @@ from tests.fakes.chat_server import (
 __all__ = [
     "ChatReply",
     "ErrorReply",
+    "RawReply",
     "Reply",
     "ScriptedChatServer",
     "error_reply",
+    "json_reply",
     "refusal_reply",
     "text_reply",
     "tool_call_reply",

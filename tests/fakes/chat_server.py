@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,7 +35,19 @@ class ErrorReply:
     message: str = "scripted failure"
 
 
-Reply = ChatReply | ErrorReply
+@dataclass(frozen=True)
+class RawReply:
+    """Any bytes as the response: an HTML page, JSON of the wrong shape, a huge body.
+
+    ``trickle_s`` > 0 sends the body one byte at a time with that pause between bytes."""
+
+    body: bytes
+    status: int = 200
+    content_type: str = "application/json"
+    trickle_s: float = 0.0
+
+
+Reply = ChatReply | ErrorReply | RawReply
 
 
 def tool_call_reply(name: str, arguments: str, content: str | None = None) -> ChatReply:
@@ -55,6 +68,11 @@ def refusal_reply(text: str, finish_reason: str = "stop") -> ChatReply:
 
 def error_reply(status: int, message: str = "scripted failure") -> ErrorReply:
     return ErrorReply(status=status, message=message)
+
+
+def json_reply(value: Any, status: int = 200) -> RawReply:
+    """``value`` as the whole response body (a completion of any shape, or none)."""
+    return RawReply(json.dumps(value).encode(), status=status)
 
 
 FINISH_REPLY = tool_call_reply("finish", '{"answer": "Done."}')
@@ -125,7 +143,9 @@ def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
                 return
             body = json.loads(raw or b"{}")
             reply, number = script.next(body)
-            if isinstance(reply, ErrorReply):
+            if isinstance(reply, RawReply):
+                self._send_raw(reply)
+            elif isinstance(reply, ErrorReply):
                 error = {"message": reply.message, "type": "server_error", "code": None}
                 self._send(reply.status, {"error": error})
             else:
@@ -139,6 +159,22 @@ def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
+        def _send_raw(self, reply: RawReply) -> None:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", reply.content_type)
+            self.send_header("Content-Length", str(len(reply.body)))
+            self.end_headers()
+            try:
+                if not reply.trickle_s:
+                    self.wfile.write(reply.body)
+                    return
+                for i in range(len(reply.body)):
+                    self.wfile.write(reply.body[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(reply.trickle_s)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up reading
+                return
+
         def log_message(self, format: str, *args: Any) -> None:  # quiet tests
             return
 
@@ -150,7 +186,8 @@ class ScriptedChatServer:
     reached from here, so that policies are tested through the real ``openai`` client.
 
     It answers ``POST /v1/chat/completions`` with the scripted replies in order (a chat
-    message, or an HTTP error status), then with a ``finish`` tool call once they run out.
+    message, an HTTP error status, or any raw body), then with a ``finish`` tool call
+    once they run out.
     Every request body is recorded in ``requests`` (bodies only: headers, which carry the
     API key, are not kept).
     """

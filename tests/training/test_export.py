@@ -56,7 +56,7 @@ from envs.sandbox.templates.catalog import (
     template_named,
 )
 from storage import Catalog, UnknownIdError
-from tests.agents.test_chat_format import MAX_STEPS, messy_replies, run_openai
+from tests.agents.conversations import MAX_STEPS, messy_replies, run_openai
 from tests.storage.builders import make_version, write_shards
 from training.card import CardTally
 from training.export import ExportFormat, ExportReport, export_dataset, loss_masked_steps
