@@ -18,6 +18,7 @@ import openai
 import orjson
 from lxml import etree
 
+from agents.completions import DEFAULT_MAX_RESPONSE_BYTES
 from agents.policies.chat_format import NOT_EXECUTED, Message, RawCall, render_error
 from agents.policies.openai_policy import OpenAIPolicy, call_arguments
 from contract import ErrorKind, ExecutionError, Feedback, GuiAction, Screenshot, StateChange
@@ -51,9 +52,15 @@ class LLMGuiAgent:
         max_actions: int = 12,
         temperature: float = 0.0,
         backoff_s: float = 0.5,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self._endpoint = OpenAIPolicy(
-            client, model, temperature=temperature, max_attempts=_ATTEMPTS, backoff_s=backoff_s
+            client,
+            model,
+            temperature=temperature,
+            max_attempts=_ATTEMPTS,
+            backoff_s=backoff_s,
+            max_response_bytes=max_response_bytes,
         )
         self.max_actions = max_actions
         self._tools = [t.openai_tool() for t in GUI_TOOLS]

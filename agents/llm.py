@@ -14,7 +14,7 @@ import openai
 import orjson
 from pydantic import JsonValue
 
-from agents.completions import CompletionFailure, request_completion
+from agents.completions import DEFAULT_MAX_RESPONSE_BYTES, CompletionFailure, request_completion
 from contract import FlywheelError
 
 
@@ -39,10 +39,17 @@ class JsonLLM(Protocol):
 class OpenAIJsonLLM:
     """``JsonLLM`` over an OpenAI-compatible endpoint (the client carries URL and key)."""
 
-    def __init__(self, client: openai.OpenAI, model: str, temperature: float = 0.0) -> None:
+    def __init__(
+        self,
+        client: openai.OpenAI,
+        model: str,
+        temperature: float = 0.0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
         self._client = client
         self.model = model
         self._temperature = temperature
+        self._max_bytes = max_response_bytes
 
     def ask_json(self, system: str, user: str) -> dict[str, JsonValue]:
         params = {
@@ -53,7 +60,7 @@ class OpenAIJsonLLM:
                 {"role": "user", "content": user},
             ],
         }
-        completion = request_completion(self._client, params)
+        completion = request_completion(self._client, params, max_bytes=self._max_bytes)
         if isinstance(completion, CompletionFailure):
             raise LLMEndpointError(completion.message)
         return parse_json_object(completion.reply.content or "")

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from cli.identifiers import checked
 from cli.output import emit_json, table
 from cli.prefect import live_prefect_api, run_url
-from contract import InvalidInputError
+from contract import MODEL_REF, InvalidInputError
 
 if TYPE_CHECKING:
     from flows.settings import FlywheelSettings
@@ -26,7 +27,10 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 def deploy(
     ctx: typer.Context,
     model: Annotated[
-        str, typer.Option(help="a model id or name, 'latest' or 'candidate'")
+        str,
+        typer.Option(
+            help="a model id or name, 'latest' or 'candidate'", callback=checked(MODEL_REF)
+        ),
     ] = "latest",
     min_gain: Annotated[
         float | None,
@@ -156,7 +160,7 @@ def run_loop_command(
     values = parse_assignments(assignments)
     if "dataset_id" in values:
         raise InvalidInputError("--set", "dataset_id: each turn trains on its round's dataset")
-    training = TrainRequest.of({"dataset_id": "ds-each-turn", **values})
+    training = TrainRequest.of({"dataset_id": "latest", **values})  # each turn sets its own
     settings = load_settings()
     api = live_prefect_api(settings)
     from flows.loop import loop

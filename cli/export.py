@@ -7,13 +7,17 @@ from typing import Annotated, cast
 
 import typer
 
+from cli.identifiers import checked
 from cli.output import emit_json, table
 from cli.rounds import JsonFlag, datasets_app
+from contract import DATASET_ID
 
 
 @datasets_app.command("export")
 def datasets_export(
-    dataset_id: Annotated[str, typer.Argument(help="a dataset version id (ds-...)")],
+    dataset_id: Annotated[
+        str, typer.Argument(help="a dataset version id (ds-...)", callback=checked(DATASET_ID))
+    ],
     out: Annotated[
         Path, typer.Option("--out", help="the folder to write: new, empty, or --overwrite")
     ],

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from cli.identifiers import checked
 from cli.output import emit_json, table
+from contract import FEEDBACK_ID
 
 if TYPE_CHECKING:
     from contract import FeedbackReport
@@ -32,15 +34,20 @@ def feedback_ingest(
     from flows.settings import load_settings
     from storage import Catalog
 
+    settings = load_settings()
+    limits = settings.feedback
     try:
-        text = path.read_bytes()
+        with path.open("rb") as source:  # never more than the limit, however large the file
+            text = source.read(limits.max_report_bytes + 1)
     except OSError as exc:
         raise FlywheelError(f"{path}: cannot read it ({exc.strerror})") from None
     try:
-        report = parse_feedback_report(text)
+        report = parse_feedback_report(
+            text, max_bytes=limits.max_report_bytes, max_tasks=limits.max_tasks
+        )
     except InvalidInputError as exc:
         raise FlywheelError(f"{path}: {exc}") from exc
-    with Catalog.open(load_settings().catalog_path) as catalog:
+    with Catalog.open(settings.catalog_path) as catalog:
         new = catalog.add_feedback(report)
     if as_json:
         emit_json(
@@ -91,7 +98,9 @@ def feedback_list(as_json: JsonFlag = False) -> None:
 
 @feedback_app.command("show")
 def feedback_show(
-    report_id: Annotated[str, typer.Argument(help="a feedback report id (fb-...)")],
+    report_id: Annotated[
+        str, typer.Argument(help="a feedback report id (fb-...)", callback=checked(FEEDBACK_ID))
+    ],
     as_json: JsonFlag = False,
 ) -> None:
     """One feedback report; with --json, the report as stored (it can be ingested again)."""

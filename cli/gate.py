@@ -8,14 +8,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from cli.identifiers import checked
 from cli.output import emit_json, table
+from contract import ROUND_ID
 
 if TYPE_CHECKING:
     from storage import Catalog, RoundInfo
 
 gate_app = typer.Typer(help="The human gate of a round.", no_args_is_help=True)
 
-RoundOpt = Annotated[str | None, typer.Option("--round", help="round id (default: the newest)")]
+RoundOpt = Annotated[
+    str | None,
+    typer.Option("--round", help="round id (default: the newest)", callback=checked(ROUND_ID)),
+]
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 

@@ -18,11 +18,20 @@ from cli.deploy import deploy_app, run_loop_command, serve_deployments
 from cli.devices import devices_app
 from cli.feedback import feedback_app
 from cli.gate import gate_app
+from cli.identifiers import checked
 from cli.plan import plan_app
 from cli.rounds import datasets_app, rounds_app, run_round_command
 from cli.servers import server_app
 from cli.train import models_app, run_train_command, serve_trainer
-from contract import Capability, Difficulty, FlywheelError, InvalidInputError, Split
+from contract import (
+    DATASET_ID,
+    ROUND_ID,
+    Capability,
+    Difficulty,
+    FlywheelError,
+    InvalidInputError,
+    Split,
+)
 
 app = typer.Typer(
     help="The open data flywheel for mobile planning agents.",
@@ -203,7 +212,11 @@ def round_(
         typer.Option(help="dataset approval: auto, or person (pauses for the Prefect UI)"),
     ] = None,
     round_id: Annotated[
-        str | None, typer.Option(help="resume this round (default: derived from the config)")
+        str | None,
+        typer.Option(
+            help="resume this round (default: derived from the config)",
+            callback=checked(ROUND_ID),
+        ),
     ] = None,
     devices: Annotated[
         str | None,
@@ -230,7 +243,11 @@ def round_(
 @app.command("train")
 def train(
     dataset: Annotated[
-        str | None, typer.Option(help="frozen dataset version (ds-...), or 'latest'")
+        str | None,
+        typer.Option(
+            help="frozen dataset version (ds-...), or 'latest'",
+            callback=checked(DATASET_ID, "latest"),
+        ),
     ] = None,
     method: Annotated[str | None, typer.Option(help="sft, rl or sft+rl (default)")] = None,
     base: Annotated[

@@ -7,7 +7,9 @@ from typing import Annotated, Any, cast
 
 import typer
 
+from cli.identifiers import checked
 from cli.output import emit_json, table
+from contract import DATASET_ID
 
 rounds_app = typer.Typer(help="Flywheel rounds recorded in the catalog.", no_args_is_help=True)
 datasets_app = typer.Typer(help="Frozen dataset versions.", no_args_is_help=True)
@@ -161,7 +163,9 @@ def datasets_list(as_json: JsonFlag = False) -> None:
 
 @datasets_app.command("show")
 def datasets_show(
-    dataset_id: Annotated[str, typer.Argument(help="a dataset version id (ds-...)")],
+    dataset_id: Annotated[
+        str, typer.Argument(help="a dataset version id (ds-...)", callback=checked(DATASET_ID))
+    ],
     as_json: JsonFlag = False,
 ) -> None:
     """One dataset version: composition, achieved vs target mix, lineage."""
@@ -178,8 +182,14 @@ def datasets_show(
 
 @datasets_app.command("diff")
 def datasets_diff(
-    a: Annotated[str, typer.Argument(help="the earlier dataset version (ds-...)")],
-    b: Annotated[str, typer.Argument(help="the later dataset version (ds-...)")],
+    a: Annotated[
+        str,
+        typer.Argument(help="the earlier dataset version (ds-...)", callback=checked(DATASET_ID)),
+    ],
+    b: Annotated[
+        str,
+        typer.Argument(help="the later dataset version (ds-...)", callback=checked(DATASET_ID)),
+    ],
     as_json: JsonFlag = False,
 ) -> None:
     """What changed from version A to B: members, weights, reviews, composition."""

@@ -67,6 +67,21 @@ from contract.gui import (
     UITree,
     gui_action_adapter,
 )
+from contract.ids import (
+    BLOCK_NAME,
+    DATASET_ID,
+    FEEDBACK_ID,
+    FINGERPRINT,
+    MODEL_ID,
+    MODEL_NAME,
+    MODEL_REF,
+    PROJECT_PREFIX,
+    ROUND_ID,
+    TASK_ID,
+    TRAJECTORY_ID,
+    IdShape,
+    safe_component,
+)
 from contract.model import (
     AliasChange,
     DeploymentDecision,
@@ -124,12 +139,23 @@ from contract.verifier import (
 )
 
 __all__ = [
+    "BLOCK_NAME",
     "CHECK_KINDS",
+    "DATASET_ID",
     "FEEDBACK_FORMAT_VERSION",
+    "FEEDBACK_ID",
+    "FINGERPRINT",
     "LOCATOR_STRATEGIES",
     "MAX_CANDIDATE_TOOLS",
+    "MODEL_ID",
+    "MODEL_NAME",
+    "MODEL_REF",
+    "PROJECT_PREFIX",
     "REPAIR_PATTERN",
+    "ROUND_ID",
+    "TASK_ID",
     "TERMINAL_KINDS",
+    "TRAJECTORY_ID",
     "TRUSTED_IDS",
     "Action",
     "ActionKind",
@@ -169,6 +195,7 @@ __all__ = [
     "GenerationPlan",
     "GuiAction",
     "Home",
+    "IdShape",
     "IdentifiedRecord",
     "InitialConditions",
     "InvalidInputError",
@@ -238,5 +265,6 @@ __all__ = [
     "gui_action_adapter",
     "invalid_input",
     "parse_feedback_report",
+    "safe_component",
     "task_fingerprint",
 ]

@@ -16,7 +16,6 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
-import orjson
 from pydantic import (
     AwareDatetime,
     ConfigDict,
@@ -30,15 +29,22 @@ from pydantic import (
 from contract.base import IdentifiedRecord, Record
 from contract.enums import Capability, FailureType
 from contract.errors import InvalidInputError
+from contract.ids import FINGERPRINT
 from contract.validation import invalid_input
 
 FEEDBACK_FORMAT_VERSION = 1
 """The version this code writes and reads (``format_version``)."""
 
 FEEDBACK_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+DEFAULT_MAX_REPORT_BYTES = 16 * 1024 * 1024
+"""The largest report read (16 MiB; ``[feedback] max_report_bytes``)."""
+DEFAULT_MAX_REPORT_TASKS = 100_000
+"""The most ``tasks`` entries a report may have (``[feedback] max_tasks``)."""
+MAX_TASKS_CONTEXT = "max_tasks"
 
-Share = Annotated[float, Field(ge=0.0, le=1.0)]
-Count = Annotated[int, Field(ge=0)]
+Share = Annotated[float, Field(strict=True, ge=0.0, le=1.0)]
+Count = Annotated[int, Field(strict=True, ge=0)]
+"""Strict: a JSON number, never a string (``"0.5"``) or a boolean (``true`` as 1)."""
 
 _FINITE = ConfigDict(allow_inf_nan=False)
 """No NaN or infinity: JSON has neither, so such a report could not be stored and read back."""
@@ -63,12 +69,16 @@ class TaskStats(Record):
     model_config = _FINITE
 
     fingerprint: str = Field(
-        min_length=1, description="the task's stable identity (TaskSpec.fingerprint, fp-...)"
+        pattern=f"^{FINGERPRINT.pattern}$",
+        description="the task's stable identity (TaskSpec.fingerprint: fp- and 20 hex digits)",
     )
-    attempts: int = Field(ge=1, description="episodes run on the task")
-    successes: int = Field(ge=0, description="attempts the task's verifier passed")
+    attempts: int = Field(strict=True, ge=1, description="episodes run on the task")
+    successes: int = Field(strict=True, ge=0, description="attempts the task's verifier passed")
     mean_cost: float = Field(
-        ge=0.0, le=1.0, description="mean normalized execution cost of an attempt, in [0, 1]"
+        strict=True,
+        ge=0.0,
+        le=1.0,
+        description="mean normalized execution cost of an attempt, in [0, 1]",
     )
     failures: dict[FailureType, Count] = Field(
         default_factory=dict,
@@ -110,12 +120,15 @@ class CostStats(Record):
     model_config = _FINITE
 
     mean_cost: float = Field(
-        ge=0.0, le=1.0, description="mean normalized execution cost of an attempt, in [0, 1]"
+        strict=True,
+        ge=0.0,
+        le=1.0,
+        description="mean normalized execution cost of an attempt, in [0, 1]",
     )
-    mean_steps: float = Field(ge=0.0, description="mean steps (actions) per attempt")
-    mean_tool_calls: float = Field(ge=0.0, description="mean tool calls per attempt")
+    mean_steps: float = Field(strict=True, ge=0.0, description="mean steps (actions) per attempt")
+    mean_tool_calls: float = Field(strict=True, ge=0.0, description="mean tool calls per attempt")
     mean_output_tokens: float = Field(
-        ge=0.0, description="mean tokens the policy generated per attempt"
+        strict=True, ge=0.0, description="mean tokens the policy generated per attempt"
     )
 
 
@@ -135,9 +148,11 @@ class FeedbackReport(IdentifiedRecord):
         description="this format's version; a reader refuses one it does not know"
     )
     source: FeedbackSource = Field(description="who measured what the report says")
-    produced_by: str = Field(min_length=1, description="the trainer, evaluator or service")
+    produced_by: str = Field(
+        min_length=1, max_length=200, description="the trainer, evaluator or service"
+    )
     model: str | None = Field(
-        default=None, min_length=1, description="the model the report is about"
+        default=None, min_length=1, max_length=200, description="the model the report is about"
     )
     created_at: AwareDatetime = Field(
         description="when the measurement ended (ISO 8601 with a time zone)"
@@ -147,6 +162,7 @@ class FeedbackReport(IdentifiedRecord):
         "that were not measured are left out"
     )
     overall: float | None = Field(
+        strict=True,
         default=None,
         ge=0.0,
         le=1.0,
@@ -161,7 +177,7 @@ class FeedbackReport(IdentifiedRecord):
         description="attributed failures by type over everything the report covers",
     )
     cost: CostStats = Field(description="mean cost of an attempt over everything covered")
-    notes: str = Field(default="", description="free text for people")
+    notes: str = Field(default="", max_length=10_000, description="free text for people")
 
     @model_validator(mode="before")
     @classmethod
@@ -181,6 +197,27 @@ class FeedbackReport(IdentifiedRecord):
                 )
         return data
 
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _a_time_not_a_number(cls, value: Any) -> Any:
+        """A number would be read as seconds since 1970: a report names its time."""
+        if isinstance(value, int | float):
+            raise ValueError(
+                f"must be ISO 8601 text with a time zone, like 2026-12-01T09:30:00Z (got {value!r})"
+            )
+        return value
+
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _not_too_many(cls, tasks: Any, info: ValidationInfo) -> Any:
+        """Counted before any entry is validated: a huge list costs nothing to refuse."""
+        limit = (info.context or {}).get(MAX_TASKS_CONTEXT)
+        if limit is not None and isinstance(tasks, list | tuple) and len(tasks) > limit:
+            raise InvalidInputError(
+                "", f"has {len(tasks)} entries; at most {limit} are accepted (feedback.max_tasks)"
+            )
+        return tasks
+
     @model_validator(mode="after")
     def _unique_tasks(self) -> FeedbackReport:
         first: dict[str, int] = {}
@@ -194,19 +231,27 @@ class FeedbackReport(IdentifiedRecord):
         return self
 
 
-def parse_feedback_report(text: bytes | str) -> FeedbackReport:
-    """Read a feedback report from JSON text. Raises ``InvalidInputError`` naming the
-    field (``tasks[2].successes``, ``capability_scores.memory``, ``format_version``; a
-    document that is not JSON or not an object is named ``report``), with the allowed
-    values where they are few. An ``id``, when given, must match the content."""
+def parse_feedback_report(
+    text: bytes | str,
+    *,
+    max_bytes: int = DEFAULT_MAX_REPORT_BYTES,
+    max_tasks: int = DEFAULT_MAX_REPORT_TASKS,
+) -> FeedbackReport:
+    """Read a feedback report from JSON text, strictly: a number is a JSON number (not
+    ``"0.5"``), a count an integer (not ``true``), every number finite (``NaN``,
+    ``Infinity`` and ``1e400`` are refused by field). Raises ``InvalidInputError``
+    naming the field (``tasks[2].successes``, ``capability_scores.memory``,
+    ``format_version``; a document that is not JSON, not an object or too large is named
+    ``report``), with the allowed values where they are few. An ``id``, when given, must
+    match the content. At most ``max_bytes`` of text and ``max_tasks`` task entries."""
+    size = len(text.encode() if isinstance(text, str) else text)
+    if size > max_bytes:
+        raise InvalidInputError(
+            "report",
+            f"is larger than {max_bytes} bytes, the most that is read (feedback.max_report_bytes)",
+        )
     try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidInputError("report", f"not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise InvalidInputError("report", f"must be a JSON object, not {type(data).__name__}")
-    try:
-        return FeedbackReport.model_validate(data)
+        return FeedbackReport.model_validate_json(text, context={MAX_TASKS_CONTEXT: max_tasks})
     except ValidationError as exc:
         raise invalid_input(exc, root="report") from None
 

@@ -100,6 +100,10 @@ def _problem(error: ErrorDetails, root: str) -> InvalidInputError:
         return InvalidInputError(field, f"{_shown(value)} is not supported", _allowed(ctx))
     if kind == "json_invalid":
         return InvalidInputError(field, f"not valid JSON ({ctx.get('error', error['msg'])})")
+    if kind == "string_pattern_mismatch":
+        return InvalidInputError(field, f"{_shown(value)} does not match {ctx.get('pattern')}")
+    if kind == "finite_number":
+        return InvalidInputError(field, f"must be a finite number (got {_shown(value)})")
     if kind in _SHAPES:
         return InvalidInputError(field, f"must be {_SHAPES[kind]} (got {_shown(value)})")
     message = re.sub(r"^Input should ", "must ", error["msg"])

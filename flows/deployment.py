@@ -38,6 +38,7 @@ from prefect.runtime import flow_run
 from pydantic import Field
 
 from contract import (
+    MODEL_REF,
     DeploymentDecision,
     DeploymentRecord,
     FeedbackReport,
@@ -96,6 +97,7 @@ def deployment(
     against the champion on the development set, promote it if the gate allows (and a
     person approves, with ``approval`` ``person``), serve it, and record the decision.
     Unset parameters come from the ``[deployment]`` settings."""
+    MODEL_REF.check("model", model)
     settings = load_settings()
     section = settings.deployment
     rule = PromotionRule(

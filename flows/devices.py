@@ -71,7 +71,12 @@ def gui_agent(settings: FlywheelSettings) -> GuiAgent | None:
 
     key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
     client = make_client(endpoint.base_url, key, endpoint.timeout_s)
-    return LLMGuiAgent(client, endpoint.model, temperature=endpoint.temperature)
+    return LLMGuiAgent(
+        client,
+        endpoint.model,
+        temperature=endpoint.temperature,
+        max_response_bytes=endpoint.max_response_bytes,
+    )
 
 
 def limit_name(device: str) -> str:

@@ -89,4 +89,5 @@ def _openai(
         temperature=endpoint.temperature,
         max_attempts=endpoint.max_attempts,
         recorded_as=recorded_as,
+        max_response_bytes=endpoint.max_response_bytes,
     )

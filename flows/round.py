@@ -24,6 +24,7 @@ from prefect.utilities.annotations import quote
 from pydantic import BaseModel, Field
 
 from contract import (
+    ROUND_ID,
     CurationRecord,
     DatasetApproval,
     DatasetVersion,
@@ -292,6 +293,8 @@ def flywheel_round(
     round (by default the id is derived from the round's configuration). ``approval``
     ``person`` pauses the round until someone approves its dataset in the Prefect UI.
     ``devices`` ``gui`` runs the tasks that need the GUI agent on the device pool."""
+    if round_id is not None:
+        ROUND_ID.check("round_id", round_id)
     settings = load_settings()
     if approval is not None:
         settings = settings.model_copy(

@@ -45,6 +45,7 @@ from flows.policies import build_policy
 from flows.settings import FlywheelSettings, catalog_path
 from human_gate import GateItem, GateUnavailableError, HumanGate, final_decisions
 from storage import Catalog
+from storage.files import path_inside
 from storage.shards import (
     list_shards,
     read_trajectory_shard,
@@ -61,7 +62,8 @@ APPROVED = frozenset({ReviewDecision.APPROVE, ReviewDecision.CORRECT})
 
 
 def shard_path(home: Path, round_id: str, shard: str) -> Path:
-    return home / "rounds" / round_id / "shards" / f"{shard}.parquet"
+    """Where a shard of a round lives: always inside ``home/rounds``."""
+    return path_inside(home / "rounds", round_id, "shards", f"{shard}.parquet")
 
 
 def construct(

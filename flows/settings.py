@@ -7,14 +7,17 @@ directory when it exists. Environment variables win over the file. Only entry po
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -30,7 +33,16 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from contract import Capability, Difficulty, FlywheelError, InvalidInputError, MixTarget
+from contract import (
+    BLOCK_NAME,
+    PROJECT_PREFIX,
+    Capability,
+    Difficulty,
+    FlywheelError,
+    InvalidInputError,
+    MixTarget,
+)
+from contract.report import DEFAULT_MAX_REPORT_BYTES, DEFAULT_MAX_REPORT_TASKS
 from curation.partitions import DEFAULT_PARTITION_SIZE
 from curation.planning import PlanningConfig
 
@@ -44,6 +56,38 @@ GateName = Literal["auto", "label-studio"]
 ApprovalMode = Literal["auto", "person"]
 APPROVAL_MODES: tuple[ApprovalMode, ...] = ("auto", "person")
 _LOCAL_TOKEN = re.compile(r"[0-9a-fA-F]{40}")
+ENV_PREFIX = "FLYWHEEL_"
+OTHER_VARIABLES = frozenset(
+    {
+        CONFIG_ENV,
+        "FLYWHEEL_LABEL_STUDIO_VENV",
+        "FLYWHEEL_APPIUM_HOME",
+        "FLYWHEEL_CLI",
+        "FLYWHEEL_TEST_PREFECT_PORT",
+        "FLYWHEEL_TEST_LABEL_STUDIO_PORT",
+        "FLYWHEEL_TEST_APPIUM_PORT",
+    }
+)
+"""Variables of the project that are not settings: the settings file, the servers'
+environments, and the test servers' ports (``scripts/with-servers.sh``)."""
+
+
+def _http_url(value: str) -> str:
+    """An http(s) URL with a host: no ``file:``, ``javascript:`` or other scheme."""
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+    except ValueError:  # a malformed port or IPv6 address
+        host = None
+    if host is None or parts.scheme not in ("http", "https") or any(c.isspace() for c in value):
+        raise ValueError(
+            f"{value!r} is not an http(s) URL with a host, like 'http://127.0.0.1:8000/v1'"
+        )
+    return value
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+"""A URL the flywheel sends requests to: http or https only."""
 
 
 class Section(BaseModel):
@@ -55,7 +99,9 @@ class Section(BaseModel):
 class ModelEndpoint(Section):
     """An OpenAI-compatible chat-completions endpoint."""
 
-    base_url: str = Field(default="http://127.0.0.1:8000/v1", description="endpoint URL")
+    base_url: HttpUrl = Field(
+        default="http://127.0.0.1:8000/v1", description="endpoint URL (http or https)"
+    )
     model: str = Field(default="planner", description="model name the endpoint serves")
     api_key: SecretStr | None = Field(
         default=None, description="from FLYWHEEL_POLICY__API_KEY; never logged or stored"
@@ -63,6 +109,12 @@ class ModelEndpoint(Section):
     timeout_s: float = Field(default=60.0, gt=0, description="per-request timeout")
     max_attempts: int = Field(default=4, ge=1, description="attempts on transient errors")
     temperature: float = Field(default=0.0, ge=0, le=2)
+    max_response_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=1024,
+        le=1024**3,
+        description="largest completion body read; a larger one is an endpoint failure",
+    )
 
 
 class EpisodeSettings(Section):
@@ -201,7 +253,10 @@ class GateSettings(Section):
         default=1, ge=1, le=10, description="annotations an item needs to be decided"
     )
     project_prefix: str = Field(
-        default="flywheel", min_length=1, description="Label Studio projects: '<prefix> <round>'"
+        default="flywheel",
+        pattern=f"^{PROJECT_PREFIX.pattern}$",
+        description="Label Studio projects: '<prefix> <round>' (letters, digits, spaces, '.', "
+        "'_', '-'; at most 64)",
     )
     wait_s: float = Field(
         default=0.0,
@@ -228,6 +283,17 @@ class ApprovalSettings(Section):
     poll_s: float = Field(default=5.0, gt=0, description="how often a paused round looks")
 
 
+class FeedbackSettings(Section):
+    """Limits on a feedback report that ``flywheel feedback ingest`` reads."""
+
+    max_report_bytes: int = Field(
+        default=DEFAULT_MAX_REPORT_BYTES, ge=1024, le=2**31, description="largest report read"
+    )
+    max_tasks: int = Field(
+        default=DEFAULT_MAX_REPORT_TASKS, ge=1, le=10_000_000, description="most task entries"
+    )
+
+
 class PrefectSettings(Section):
     port: int = Field(default=4200, ge=1024, le=65535, description="local Prefect server port")
 
@@ -252,15 +318,14 @@ class LabelStudioSettings(Section):
     )
     token_block: str | None = Field(
         default=None,
-        min_length=1,
+        pattern=f"^{BLOCK_NAME.pattern}$",
         description="name of a Prefect Secret block that holds the API token (instead of token)",
     )
     password: SecretStr | None = Field(
         default=None, description="admin password of the local server; never logged"
     )
-    url: str | None = Field(
+    url: HttpUrl | None = Field(
         default=None,
-        pattern=r"^https?://",
         description="an existing server to use instead of the local one (needs token)",
     )
 
@@ -370,7 +435,7 @@ class DeviceSettings(Section):
     behind an Appium server. A device farm is several entries (several servers)."""
 
     name: str = Field(pattern=_DEVICE_NAME, description="pool name; also its Prefect limit")
-    server: str | None = Field(
+    server: HttpUrl | None = Field(
         default=None,
         description="Appium server URL; unset: the local server on [appium] port",
     )
@@ -388,9 +453,7 @@ class DeviceSettings(Section):
 
     @field_validator("server")
     @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"https?://[^/\s]+(/[^\s]*)?", value):
-            raise ValueError(f"{value!r} is not an http(s) URL like 'http://127.0.0.1:4723'")
+    def _no_trailing_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value is not None else None
 
 
@@ -453,6 +516,7 @@ class FlywheelSettings(BaseSettings):
     agent_llm: AgentLLMSettings = Field(default_factory=AgentLLMSettings)
     gate: GateSettings = Field(default_factory=GateSettings)
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     serving: ServingSettings = Field(default_factory=ServingSettings)
     deployment: DeploymentSettings = Field(default_factory=DeploymentSettings)
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
@@ -472,6 +536,7 @@ class FlywheelSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
+        refuse_unknown_sections(os.environ, set(settings_cls.model_fields))
         toml = TomlConfigSettingsSource(settings_cls, toml_file=config_path())
         return (init_settings, env_settings, toml)
 
@@ -489,6 +554,23 @@ class FlywheelSettings(BaseSettings):
     def artifacts_path(self) -> Path:
         """The artifact store: screenshots, page sources, exports, by content hash."""
         return self.home / "artifacts"
+
+
+def refuse_unknown_sections(environ: Mapping[str, str], sections: set[str]) -> None:
+    """Refuse a ``FLYWHEEL_`` variable that names no setting, as an unknown key in a known
+    section is refused: ``FLYWHEEL_ROUNDS__TASKS`` would otherwise be ignored silently."""
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in OTHER_VARIABLES:
+            continue
+        section = upper.removeprefix(ENV_PREFIX).split("__", 1)[0].lower()
+        if section in sections:
+            continue
+        close = difflib.get_close_matches(section, sorted(sections), n=1)
+        hint = f" (did you mean {ENV_PREFIX}{close[0].upper()}?)" if close else ""
+        raise InvalidInputError(
+            name, f"{section!r} is not a settings section{hint}", sorted(sections)
+        )
 
 
 def planning_config(overrides: Mapping[str, float]) -> PlanningConfig:
@@ -522,7 +604,9 @@ def agent_llm(settings: FlywheelSettings, role: AgentRole) -> JsonLLM | None:
 
     key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
     client = make_client(endpoint.base_url, key, endpoint.timeout_s)
-    return OpenAIJsonLLM(client, endpoint.model, endpoint.temperature)
+    return OpenAIJsonLLM(
+        client, endpoint.model, endpoint.temperature, endpoint.max_response_bytes
+    )
 
 
 def config_path() -> Path | None:
@@ -540,10 +624,14 @@ def load_settings() -> FlywheelSettings:
     """Settings from the file and the environment; contradictions name their field."""
     try:
         return FlywheelSettings()
+    except InvalidInputError as exc:  # a variable that names no setting
+        raise FlywheelError(f"settings: {exc}") from None
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = [str(p) for p in err["loc"]]
         message = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "string_pattern_mismatch":  # the value itself is never quoted
+            message = f"does not match {(err.get('ctx') or {}).get('pattern')}"
         if not loc:
             raise FlywheelError(f"settings: {message}") from None
         env = "FLYWHEEL_" + "__".join(loc).upper()

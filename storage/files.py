@@ -8,7 +8,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from contract import InvalidInputError
+
 TEMP_MARK = ".tmp-"
+
+
+def path_inside(root: Path, *parts: str) -> Path:
+    """``root / parts`` with ``..`` and symbolic links resolved; ``InvalidInputError``
+    when that leaves ``root`` (a part that is absolute, climbs out, or links outside).
+    Ids are checked for their shape where they enter; this holds whatever reaches it."""
+    base = Path(root).resolve()
+    path = base.joinpath(*parts).resolve()
+    if not path.is_relative_to(base):
+        raise InvalidInputError(
+            "path", f"{'/'.join(parts)!r} leads outside {root} (to {path}): refused"
+        )
+    return path
 
 
 def temporary_name(path: Path) -> Path:

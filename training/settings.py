@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from contract import InvalidInputError, TrainingMethod
+from contract import DATASET_ID, InvalidInputError, TrainingMethod
 from contract.validation import invalid_input
 from training.care import Budget, CareConfig
 from training.hyperparameters import Hyperparameters
@@ -120,7 +120,11 @@ class TrainRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    dataset_id: str = Field(min_length=1, description="the frozen dataset version (ds-...)")
+    dataset_id: str = Field(
+        pattern=f"^(latest|{DATASET_ID.pattern})$",
+        description="the frozen dataset version (ds- and 20 hex digits), or 'latest' where "
+        "the entry point resolves it",
+    )
     base: str = Field(default=TINY, min_length=1, description="'tiny' or a local model folder")
     method: TrainingMethod = TrainingMethod.SFT_RL
     sft: SftSettings = Field(default_factory=SftSettings)

@@ -42,9 +42,11 @@ from contract import (
     InvalidInputError,
     ModelRecord,
     TaskSpec,
+    safe_component,
 )
 from contract.validation import invalid_input
 from storage import Catalog, UnknownIdError
+from storage.files import path_inside
 from training.base_model import TINY, BaseModel, corpus_texts, save_model
 from training.base_model import load_base as load_base_model
 from training.chat_model import LocalChatModel
@@ -153,7 +155,9 @@ def dev_probe(tasks: list[TaskSpec], request: TrainRequest) -> DevProbe:
 
 
 def model_name(request: TrainRequest, created_at: datetime) -> str:
-    base = TINY if request.base == TINY else Path(request.base).name
+    """A readable name that is also one safe folder name (``MODEL_NAME``): base, method,
+    dataset version and time."""
+    base = TINY if request.base == TINY else safe_component(Path(request.base).name, "base")
     method = request.method.value.replace("+", "-")
     return f"{base}-{method}-{request.dataset_id}-{created_at:%Y%m%dT%H%M%SZ}"
 
@@ -260,7 +264,7 @@ def register(
     run's NaN loss is refused by name), and the dataset version is in this catalog."""
     models = home / "models"
     models.mkdir(parents=True, exist_ok=True)
-    final = models / name
+    final = path_inside(models, name)
     if final.exists():
         raise InvalidInputError("name", f"{final} exists already: a model is never overwritten")
     try:

@@ -162,10 +162,10 @@ def test_an_unknown_dataset_stops_before_training(
     dataset: FrozenDataset, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("FLYWHEEL_HOME", str(dataset.home))
-    assert main(["--dataset", "ds-unknown", "--method", "sft"]) == 1
+    assert main(["--dataset", "ds-000000000000000000ff", "--method", "sft"]) == 1
     out, err = capsys.readouterr()
     assert out == ""
-    assert "error:" in err and "ds-unknown" in err
+    assert "error:" in err and "ds-000000000000000000ff" in err
     assert not (dataset.home / "training" / "launch").exists()
 
 
@@ -197,11 +197,11 @@ def test_the_export_reads_back_without_the_catalog(dataset: FrozenDataset) -> No
 def test_arguments_make_the_request() -> None:
     sets = ["rl.updates=3", "sft.learning_rate=0.01", "dev_tasks=4"]
     args = parse_args(
-        ["--dataset", "ds-1", "--method", "rl", "--base", "tiny"]
+        ["--dataset", "ds-00000000000000000001", "--method", "rl", "--base", "tiny"]
         + [arg for assignment in sets for arg in ("--set", assignment)]
     )
     request = request_of(args)
-    assert request.dataset_id == "ds-1"
+    assert request.dataset_id == "ds-00000000000000000001"
     assert request.method is TrainingMethod.RL
     assert request.rl.updates == 3
     assert request.sft.learning_rate == 0.01

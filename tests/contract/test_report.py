@@ -126,9 +126,8 @@ def test_a_malformed_report_is_refused_naming_the_field(
         (b"", "not valid JSON"),
         (b'{"format_version": 1,', "not valid JSON"),
         (b"\xff\xfe", "not valid JSON"),
-        (b"[1, 2]", "must be a JSON object, not list"),
-        (b'"report"', "must be a JSON object, not str"),
-        (b'{"format_version": 1, "cost": {"mean_steps": 1e400}}', "not valid JSON"),
+        (b"[1, 2]", "must be an object (got [1, 2])"),
+        (b'"report"', "must be an object (got 'report')"),
     ],
 )
 def test_a_document_that_is_not_a_json_object_is_named_report(text: bytes, needle: str) -> None:
@@ -136,6 +135,54 @@ def test_a_document_that_is_not_a_json_object_is_named_report(text: bytes, needl
         parse_feedback_report(text)
     assert refused.value.field == "report"
     assert needle in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("path", "raw", "field", "needle"),
+    [
+        (("capability_scores", "memory"), '"0.5"', "capability_scores.memory", "valid number"),
+        (("overall",), '"0.4"', "overall", "valid number"),
+        (("tasks", 0, "attempts"), '"8"', "tasks[0].attempts", "valid integer"),
+        (("tasks", 0, "attempts"), "8.0", "tasks[0].attempts", "valid integer"),
+        (("tasks", 2, "successes"), "true", "tasks[2].successes", "valid integer (got True)"),
+        (("failure_counts", "routing"), "false", "failure_counts.routing", "valid integer"),
+        (("cost", "mean_steps"), "NaN", "cost.mean_steps", "finite number"),
+        (("cost", "mean_tool_calls"), "Infinity", "cost.mean_tool_calls", "finite number"),
+        (("cost", "mean_output_tokens"), "-Infinity", "cost.mean_output_tokens", "finite"),
+        (("cost", "mean_cost"), "1e400", "cost.mean_cost", "finite number"),
+        (("tasks", 1, "mean_cost"), "NaN", "tasks[1].mean_cost", "finite number"),
+        (("tasks", 0, "fingerprint"), '"../../x"', "tasks[0].fingerprint", "does not match"),
+        (("tasks", 0, "fingerprint"), '"/etc/passwd"', "tasks[0].fingerprint", "does not match"),
+        (("tasks", 0, "fingerprint"), '"fp-ABC"', "tasks[0].fingerprint", "does not match"),
+        (("created_at",), "1764547200", "created_at", "ISO 8601"),
+        (("produced_by",), '"' + "x" * 201 + '"', "produced_by", "at most 200"),
+    ],
+)
+def test_values_are_not_coerced_and_numbers_are_finite(
+    example: dict[str, Any], path: tuple[str | int, ...], raw: str, field: str, needle: str
+) -> None:
+    """Strict types: a refusal names the field whose value is wrong, never a neighbour."""
+    target: Any = example
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = "__VALUE__"
+    text = json.dumps(example).replace('"__VALUE__"', raw)
+    with pytest.raises(InvalidInputError) as refused:
+        parse_feedback_report(text)
+    assert refused.value.field == field, str(refused.value)
+    assert needle in refused.value.problem, str(refused.value)
+
+
+def test_size_and_entry_limits_are_checked_before_the_entries(example: dict[str, Any]) -> None:
+    text = json.dumps(example).encode()
+    with pytest.raises(InvalidInputError, match="report: is larger than 100 bytes"):
+        parse_feedback_report(text, max_bytes=100)
+    assert parse_feedback_report(text, max_bytes=len(text)).tasks
+    with pytest.raises(InvalidInputError, match="tasks: has 5 entries; at most 4 are accepted"):
+        parse_feedback_report(text, max_tasks=4)
+    example["tasks"] = [{"not": "checked"}] * 50_000  # refused by count, not entry by entry
+    with pytest.raises(InvalidInputError, match="tasks: has 50000 entries"):
+        parse_feedback_report(json.dumps(example), max_tasks=10)
 
 
 def test_an_unknown_version_is_refused_before_anything_else_is_read() -> None:

@@ -44,6 +44,8 @@ SANDBOX = MobileSandbox()
 TOOL, MEMORY, SKILLS, SUBAGENT = Capability
 EASY, MEDIUM, HARD = Difficulty
 GROUNDING = FailureType.ARGUMENT_GROUNDING
+UNKNOWN = "fp-" + "f" * 20
+"""A fingerprint no catalog of these tests knows."""
 
 
 def report(
@@ -301,7 +303,7 @@ def test_a_development_task_in_the_report_is_never_replayed_or_preserved() -> No
 def test_ambiguous_tasks_go_back_to_curation_not_into_the_plan() -> None:
     tasks = tasks_of("archive_an_email", 3)
     rated = [
-        stats("fp-unknown", 2),  # the catalog does not know it
+        stats(UNKNOWN, 2),  # the catalog does not know it
         stats(tasks[0], 2),  # inconsistent, but our verdicts say 5/5
         stats(tasks[1], 0),  # never solved, and nothing explains why
         stats(tasks[2], 0, failures={GROUNDING: 5}),  # never solved, explained: repair sets
@@ -309,8 +311,8 @@ def test_ambiguous_tasks_go_back_to_curation_not_into_the_plan() -> None:
     observed = {tasks[0].fingerprint: Observed(5, 5)}
     plan = plan_from_feedback(report(tasks=rated), tasks, 24, observed=observed)
     why = {r.fingerprint: r.reason for r in plan.recurate}
-    assert set(why) == {"fp-unknown", tasks[0].fingerprint, tasks[1].fingerprint}
-    assert why["fp-unknown"] == "the report knows the task, the catalog does not"
+    assert set(why) == {UNKNOWN, tasks[0].fingerprint, tasks[1].fingerprint}
+    assert why[UNKNOWN] == "the report knows the task, the catalog does not"
     assert "2/5 = 0.40" in why[tasks[0].fingerprint]
     assert "5/5 = 1.00 differ by 0.60 > 0.5" in why[tasks[0].fingerprint]
     assert "no failure type explains why" in why[tasks[1].fingerprint]
@@ -342,7 +344,7 @@ def _mixed_inputs() -> tuple[FeedbackReport, list[TaskSpec]]:
     medium = tasks_of("reply_to_an_email", 2)
     known = [*easy, *medium]
     rated = [stats(easy[0], 5), stats(easy[1], 5), stats(easy[2], 2), stats(medium[0], 3)]
-    rated.append(stats("fp-unknown", 1))
+    rated.append(stats(UNKNOWN, 1))
     scores = {TOOL: 0.7, MEMORY: 0.31, SKILLS: 0.74, SUBAGENT: 0.73}
     failures = {GROUNDING: 14, FailureType.ROUTING: 1, FailureType.PREMATURE_TERMINATION: 5}
     return report(scores, rated, failures), known

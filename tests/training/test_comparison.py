@@ -49,14 +49,14 @@ SMALL_HARNESS = Harness(
 
 def _hyperparameters(values: dict[str, Any]) -> dict[str, Any]:
     """What ``training.trainer.register`` stores of a request."""
-    request = TrainRequest.of({"dataset_id": "ds-abc", "method": "sft", **values})
+    request = TrainRequest.of({"dataset_id": "ds-00000000000000000abc", "method": "sft", **values})
     return request.model_dump(mode="json", exclude={"dataset_id", "base", "method"})
 
 
 def _record(values: dict[str, Any], **changes: Any) -> ModelRecord:
     fields: dict[str, Any] = {
         "name": "mobile-planner-r1",
-        "dataset_id": "ds-abc",
+        "dataset_id": "ds-00000000000000000abc",
         "base": "tiny",
         "method": TrainingMethod.SFT,
         "hyperparameters": _hyperparameters(values),
@@ -185,8 +185,8 @@ def test_a_file_where_the_folder_was_is_refused_too(tmp_path: Path, dev: list[Ta
 
 
 def test_capability_rows_against_a_champion() -> None:
-    candidate = _report({"tool_use": 0.6, "memory": 0.4}, 0.5, ["fp-1"])
-    champion = _report({"tool_use": 0.5, "skills": 0.3}, 0.4, ["fp-1"])
+    candidate = _report({"tool_use": 0.6, "memory": 0.4}, 0.5, ["fp-" + "1" * 20])
+    champion = _report({"tool_use": 0.5, "skills": 0.3}, 0.4, ["fp-" + "1" * 20])
     assert capability_rows(candidate, champion) == [
         {"capability": "memory", "candidate": 0.4, "champion": None},
         {"capability": "skills", "candidate": None, "champion": 0.3},
@@ -197,7 +197,7 @@ def test_capability_rows_against_a_champion() -> None:
 
 def test_capability_rows_without_a_champion() -> None:
     candidate = _report(
-        {"tool_use": 0.6, "subagent": 0.1, "skills": 0.2, "memory": 0.4}, 0.5, ["fp-1"]
+        {"tool_use": 0.6, "subagent": 0.1, "skills": 0.2, "memory": 0.4}, 0.5, ["fp-" + "1" * 20]
     )
     rows = capability_rows(candidate, None)
     assert [r["capability"] for r in rows] == [

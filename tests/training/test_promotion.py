@@ -72,7 +72,7 @@ def test_the_first_model_is_promoted_and_an_unmeasured_one_never_is() -> None:
 
 def test_reports_of_different_development_sets_are_refused() -> None:
     data = orjson.loads(EXAMPLE.read_bytes())
-    other_tasks = [dict(data["tasks"][0], fingerprint="fp-somewhere-else")]
+    other_tasks = [dict(data["tasks"][0], fingerprint="fp-" + "e" * 20)]
     candidate = _report(
         {"tool_use": 0.9, "memory": 0.9, "skills": 0.9, "subagent": 0.9}, tasks=other_tasks
     )

@@ -66,6 +66,10 @@ CREATED_AT = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SFT_STEPS = 3
 DEV_TASKS = 4
 
+ANY_DATASET = "ds-" + "0" * 19 + "a"
+"""A well-formed dataset id that no catalog of these tests holds."""
+UNKNOWN_DATASET = "ds-" + "0" * 16 + "dead"
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _one_thread() -> Iterator[None]:
@@ -309,10 +313,10 @@ def test_a_second_prepare_reuses_the_export(
 def test_an_unknown_dataset_version_is_refused_before_anything_is_written(
     trained: Trained, tmp_path: Path
 ) -> None:
-    request = trained.request.model_copy(update={"dataset_id": "ds-nope"})
+    request = trained.request.model_copy(update={"dataset_id": UNKNOWN_DATASET})
     with (
         Catalog.open(trained.dataset.catalog_path, read_only=True) as catalog,
-        pytest.raises(UnknownIdError, match="unknown dataset id 'ds-nope'") as caught,
+        pytest.raises(UnknownIdError, match=f"unknown dataset id '{UNKNOWN_DATASET}'") as caught,
     ):
         prepare(catalog, tmp_path, request)
     assert trained.dataset.version.id in str(caught.value)  # the ids that do exist
@@ -374,7 +378,7 @@ def test_a_base_that_is_not_a_model_is_refused_in_the_request(
 ) -> None:
     path = _not_a_model(tmp_path, kind)
     with pytest.raises(InvalidInputError) as caught:
-        TrainRequest.of({"dataset_id": "ds-any", "base": str(path)})
+        TrainRequest.of({"dataset_id": ANY_DATASET, "base": str(path)})
     assert caught.value.field == "base"
     assert problem in caught.value.problem and str(path) in caught.value.problem
     assert str(caught.value).startswith("base: ")
@@ -390,8 +394,8 @@ def test_a_base_that_is_not_a_model_is_refused_when_loading(
     like a model) ``load_base`` refuses by the same name."""
     path = _not_a_model(tmp_path, kind)
     if kind == "junk":
-        assert TrainRequest.of({"dataset_id": "ds-any", "base": str(path)}).base == str(path)
-    request = TrainRequest.of({"dataset_id": "ds-any"}).model_copy(update={"base": str(path)})
+        assert TrainRequest.of({"dataset_id": ANY_DATASET, "base": str(path)}).base == str(path)
+    request = TrainRequest.of({"dataset_id": ANY_DATASET}).model_copy(update={"base": str(path)})
     data = TrainingData(tmp_path, datasets.Dataset.from_list([{"x": 1}]), ())
     with pytest.raises(InvalidInputError) as caught:
         load_base(request, data)
@@ -417,12 +421,13 @@ def test_a_base_that_is_not_a_model_is_refused_when_loading(
         ({"epochs": 3}, "epochs", "is not a field of this record"),
         ({"sft": {"lr": 0.1}}, "sft.lr", "is not a field of this record"),
         ({"sft": "fast"}, "sft", "must be an object"),
-        ({"dataset_id": ""}, "dataset_id", "at least 1 character"),
+        ({"dataset_id": ""}, "dataset_id", "does not match"),
+        ({"dataset_id": "../ds-x"}, "dataset_id", "does not match"),
     ],
 )
 def test_bad_parameters_are_refused_by_name(values: dict[str, Any], field: str, says: str) -> None:
     with pytest.raises(InvalidInputError) as caught:
-        TrainRequest.of({"dataset_id": "ds-any"} | values)
+        TrainRequest.of({"dataset_id": ANY_DATASET} | values)
     assert caught.value.field == field
     assert says in str(caught.value)
     assert str(caught.value).startswith(f"{field}: ")
@@ -430,15 +435,15 @@ def test_bad_parameters_are_refused_by_name(values: dict[str, Any], field: str, 
 
 def test_a_refused_method_lists_the_allowed_ones_and_good_values_pass() -> None:
     with pytest.raises(InvalidInputError) as caught:
-        TrainRequest.of({"dataset_id": "ds-any", "method": "dpo"})
+        TrainRequest.of({"dataset_id": ANY_DATASET, "method": "dpo"})
     assert caught.value.allowed == ("sft", "rl", "sft+rl")
     with pytest.raises(InvalidInputError) as lr:
-        TrainRequest.of({"dataset_id": "ds-any", "sft": {"learning_rate": 2}})
+        TrainRequest.of({"dataset_id": ANY_DATASET, "sft": {"learning_rate": 2}})
     assert lr.value.allowed == ("0 < learning_rate <= 1",)
 
     request = TrainRequest.of(
         {
-            "dataset_id": "ds-any",
+            "dataset_id": ANY_DATASET,
             "method": "sft+rl",
             "sft": SftSettings(max_steps=5),  # a record, as the flow passes it
             "rl": {"group_size": 3, "p_low": 0.1, "p_high": 0.9},
@@ -451,7 +456,7 @@ def test_a_refused_method_lists_the_allowed_ones_and_good_values_pass() -> None:
     )
     assert request.uses_sft and request.uses_rl
     assert request.base == TINY
-    only_rl = TrainRequest.of({"dataset_id": "ds-any", "method": "rl"})
+    only_rl = TrainRequest.of({"dataset_id": ANY_DATASET, "method": "rl"})
     assert (only_rl.uses_sft, only_rl.uses_rl) == (False, True)
 
 
