@@ -28,7 +28,6 @@ import pickle
 import re
 import shutil
 import traceback
-import uuid
 from collections import deque
 from collections.abc import Container, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -72,13 +71,13 @@ from envs.sandbox.templates.catalog import split_of
 from envs.sandbox.templates.registry import ALL_TEMPLATES
 from storage import Catalog
 from storage.bulk import gc_paused
-from training.card import CARD_MARK, CardTally, dataset_card
+from training.card import CardTally, dataset_card
+from training.export_folder import CARD, export_target, staging, write_manifest
 
 ExportFormat = Literal["hf", "parquet"]
 FORMATS: tuple[str, ...] = get_args(ExportFormat)
 SFT = "sft"
 RL_TASKS = "rl_tasks"
-CARD = "README.md"
 RECOVERY = "recovery"
 """The outcome of a success that went through an error: a verified recovery."""
 CHUNK = 4_000
@@ -180,10 +179,11 @@ def export_dataset(
     the dataset card ``README.md``.
 
     The export is built in a folder beside ``out_dir`` and renamed into place: a failure
-    leaves nothing half-written. Refused before anything is written: an unknown format
+    leaves nothing half-written. ``out_dir`` is resolved first (``..``, symbolic links;
+    ``export_folder``). Refused before anything is written: an unknown format
     (InvalidInputError) or dataset id (UnknownIdError), an ``out_dir`` that exists and is
-    not empty (unless ``overwrite``, and then only an earlier export), a member whose task
-    is a development task, a malformed ``push_to_hub`` repository id.
+    not empty (unless ``overwrite``, and then only an earlier export with nothing added),
+    a member whose task is a development task, a malformed ``push_to_hub`` repository id.
 
     ``push_to_hub`` (a dataset repository id, ``owner/name``) uploads the finished
     export there, creating the repository as private if it does not exist; credentials
@@ -207,19 +207,18 @@ def export_dataset(
         raise InvalidInputError(
             "push_to_hub", f"{push_to_hub!r} is not a repository id (owner/name)"
         )
-    out_dir = Path(out_dir)
-    _check_out(out_dir, overwrite)
+    out_dir = export_target(out_dir, overwrite)
     version = catalog.get_dataset(dataset_id)
     _refuse_development(catalog, version)
     summary = catalog.dataset_summary(dataset_id)
     if workers <= 0:
         workers = min(os.cpu_count() or 1, 8)
     rows = _Rows(catalog, version, tools, verify=verify, workers=workers)
-    with _staging(out_dir) as staging:
-        _write(staging, fmt, rows)
+    with staging(out_dir) as folder:
+        _write(folder, fmt, rows)
         card = dataset_card(version, summary, rows.tally, fmt=fmt)
-        (staging / CARD).write_text(card, encoding="utf-8")
-        files = tuple(sorted(str(p.relative_to(staging)) for p in _files(staging)))
+        (folder / CARD).write_text(card, encoding="utf-8")
+        files = write_manifest(folder, dataset_id)
     pushed = None
     if push_to_hub is not None:
         _push(out_dir, push_to_hub, dataset_id)
@@ -582,61 +581,6 @@ def _refuse_development(catalog: Catalog, version: DatasetVersion) -> None:
 
 
 # -- writing -----------------------------------------------------------------------------
-
-
-def _files(folder: Path) -> Iterator[Path]:
-    return (path for path in folder.rglob("*") if path.is_file())
-
-
-def _check_out(out_dir: Path, overwrite: bool) -> None:
-    if not out_dir.exists():
-        return
-    if not out_dir.is_dir():
-        raise InvalidInputError("out", f"{out_dir} is a file, not a folder")
-    if not any(out_dir.iterdir()):
-        return
-    if not overwrite:
-        raise InvalidInputError(
-            "out", f"{out_dir} exists and is not empty: choose a new folder, or overwrite"
-        )
-    if not _is_export(out_dir):
-        raise InvalidInputError(
-            "out", f"{out_dir} is not an earlier export (no flywheel dataset card): not replaced"
-        )
-
-
-def _is_export(folder: Path) -> bool:
-    card = folder / CARD
-    try:
-        return CARD_MARK in card.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-
-
-@contextmanager
-def _staging(out_dir: Path) -> Iterator[Path]:
-    """A new folder beside ``out_dir``; renamed to ``out_dir`` (replacing what is there)
-    when the block succeeds, removed when it fails."""
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    token = uuid.uuid4().hex[:12]
-    staging = out_dir.with_name(f".{out_dir.name}.partial-{token}")
-    staging.mkdir()
-    try:
-        yield staging
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old-{token}")
-            os.replace(out_dir, old)
-            try:
-                os.replace(staging, out_dir)
-            except BaseException:
-                os.replace(old, out_dir)
-                raise
-            shutil.rmtree(old)
-        else:
-            os.replace(staging, out_dir)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
 
 
 def _write(folder: Path, fmt: ExportFormat, rows: _Rows) -> None:

@@ -60,6 +60,7 @@ from tests.agents.conversations import MAX_STEPS, messy_replies, run_openai
 from tests.storage.builders import make_version, write_shards
 from training.card import CardTally
 from training.export import ExportFormat, ExportReport, export_dataset, loss_masked_steps
+from training.export_folder import MANIFEST
 
 ROUND = "round-export"
 LLM_ROUND = "round-llm"
@@ -600,16 +601,91 @@ def test_a_non_empty_folder_is_refused_unless_it_is_an_earlier_export_and_overwr
 
     out = tmp_path / "export"
     export_dataset(frozen.catalog, frozen.version.id, out, "parquet")
-    (out / "stale.txt").write_text("from before")
     with pytest.raises(InvalidInputError, match="not empty"):
         export_dataset(frozen.catalog, frozen.version.id, out, "hf")
     report = export_dataset(frozen.catalog, frozen.version.id, out, "hf", overwrite=True)
-    assert _leftovers(out) == ["README.md", "hf"]
+    assert _leftovers(out) == [MANIFEST, "README.md", "hf"]
     assert report.format == "hf"
     assert _leftovers(tmp_path) == ["export", "notes"]
     (tmp_path / "empty").mkdir()
     export_dataset(frozen.catalog, frozen.version.id, tmp_path / "empty", "parquet")
-    assert _leftovers(tmp_path / "empty") == ["README.md", "parquet"]
+    assert _leftovers(tmp_path / "empty") == [MANIFEST, "README.md", "parquet"]
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda out: (out / "stale.txt").write_text("a person's notes"),
+        lambda out: (out / "hf" / "mine.json").write_text("{}"),
+        lambda out: (out / "README.md").write_text("my own readme\nflywheel:\n  dataset_id: x"),
+        lambda out: (out / MANIFEST).unlink(),
+        lambda out: (out / MANIFEST).write_text("not json"),
+        lambda out: (out / "hf" / "dataset_dict.json").write_text("{}"),
+        lambda out: (out / "link").symlink_to(out.parent),
+    ],
+    ids=["added-file", "added-nested", "foreign-card", "no-manifest", "bad-manifest",
+         "changed-file", "symlink"],
+)  # fmt: skip
+def test_an_earlier_export_with_anything_changed_is_not_replaced(
+    frozen: Frozen, tmp_path: Path, spoil: Any
+) -> None:
+    """Recognised by more than a marker: every file listed with its size, nothing else."""
+    out = tmp_path / "export"
+    export_dataset(frozen.catalog, frozen.version.id, out, "hf")
+    spoil(out)
+    before = _tree_of(out)
+    with pytest.raises(InvalidInputError, match="is not an earlier export") as caught:
+        export_dataset(frozen.catalog, frozen.version.id, out, "parquet", overwrite=True)
+    assert caught.value.field == "out"
+    assert _tree_of(out) == before
+    assert _leftovers(tmp_path) == ["export"]
+
+
+def test_a_path_through_a_missing_folder_is_resolved_before_it_is_checked(
+    frozen: Frozen, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``missing/../notes`` is ``notes``: checked as such, and ``missing`` is never made."""
+    monkeypatch.chdir(tmp_path)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "keep.txt").write_text("mine")
+    for given in (Path("missing/../notes"), tmp_path / "a" / "b" / ".." / ".." / "notes"):
+        with pytest.raises(InvalidInputError, match="is not an earlier export") as caught:
+            export_dataset(frozen.catalog, frozen.version.id, given, overwrite=True)
+        assert "that is" in str(caught.value) and str(notes) in str(caught.value)
+    assert _leftovers(tmp_path) == ["notes"]
+    assert _leftovers(notes) == ["keep.txt"]
+
+
+def test_a_symbolic_link_is_followed_to_its_folder(frozen: Frozen, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(empty)
+    report = export_dataset(frozen.catalog, frozen.version.id, link, "parquet")
+    assert report.out_dir == empty.resolve()
+    assert link.is_symlink() and link.resolve() == empty.resolve()
+    assert _leftovers(empty) == [MANIFEST, "README.md", "parquet"]
+    assert _leftovers(tmp_path) == ["empty", "link"]
+
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    (tmp_path / "to-full").symlink_to(full)
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    for given, problem in (("to-full", "not an earlier export"), ("dangling", "broken")):
+        with pytest.raises(InvalidInputError, match=problem):
+            export_dataset(frozen.catalog, frozen.version.id, tmp_path / given, overwrite=True)
+    assert _leftovers(full) == ["keep.txt"]
+    assert not (tmp_path / "gone").exists()
+
+
+def _tree_of(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"<link>"
+        for p in folder.rglob("*")
+        if p.is_file() or p.is_symlink()
+    }
 
 
 def test_a_failure_while_writing_leaves_nothing(
