@@ -3,6 +3,9 @@
 :func:`task_data` renders a gate item into the task's data: the trajectory as one block of
 HTML (every value from the trajectory passes through :func:`html.escape`; only inline CSS,
 no scripts, no external resources) plus plain fields for the Data Manager's columns.
+Characters that do not show or that reorder text (bidi controls such as U+202E,
+zero-width characters, NUL and other controls) are shown as their escapes (``\u202e``),
+marked, and the step that holds one is flagged: a trajectory reads as what it is.
 :func:`prediction` turns the curator's suggestion into a pre-annotation, and
 :func:`parse_annotation` reads an annotation's ``result`` back into typed values.
 
@@ -13,7 +16,8 @@ Step numbers are the contract's ``Step.index`` everywhere: in the timeline, in t
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+import unicodedata
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import PurePosixPath
@@ -88,23 +92,58 @@ _DECISION_COLOR = {
 }
 
 
+INVISIBLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u115f\u1160\u17b4\u17b5\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufeff\ufff9-\ufffb"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
+)
+"""Characters that show nothing or change how the text around them reads: controls (not
+tab and newline), bidi embeddings, overrides, isolates and marks, zero-width spaces and
+joiners, invisible fillers, tags. Each is shown as its escape instead."""
+_MARK = "background:#ffebe9;color:#a40e26;border:1px solid #cf222e;border-radius:3px;padding:0 2px"
+
+
+def escape_code(char: str) -> str:
+    """``\u202e`` for U+202E; ``\U000e0041`` beyond the basic plane."""
+    point = ord(char)
+    return f"\\u{point:04x}" if point <= 0xFFFF else f"\\U{point:08x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with each invisible character replaced by its escape (plain text)."""
+    return INVISIBLE.sub(lambda m: escape_code(m.group()), text)
+
+
+def _html(text: str) -> str:
+    """``text`` escaped for HTML, each invisible character shown as its marked escape."""
+
+    def mark(match: re.Match[str]) -> str:
+        char = match.group()
+        name = unicodedata.name(char, "control character")
+        title = f"invisible character U+{ord(char):04X} {name}"
+        return f'<span style="{_MARK}" title="{escape(title)}">{escape_code(char)}</span>'
+
+    return INVISIBLE.sub(mark, escape(text))
+
+
 def _badge(text: str, color: str, title: str = "") -> str:
     bg, fg = _COLORS[color]
     tip = f' title="{escape(title)}"' if title else ""
-    return f'<span style="{_BADGE};background:{bg};color:{fg}"{tip}>{escape(text)}</span>'
+    return f'<span style="{_BADGE};background:{bg};color:{fg}"{tip}>{_html(text)}</span>'
 
 
 def _clip(text: str, limit: int, mono: bool = False) -> str:
-    """``text`` escaped; past ``limit`` characters cut, with the full text in <details>."""
+    """``text`` escaped (invisible characters shown); past ``limit`` characters cut, with
+    the full text in <details>."""
     style = _MONO if mono else ""
     if len(text) <= limit:
-        return f'<span style="{style}">{escape(text)}</span>'
+        return f'<span style="{style}">{_html(text)}</span>'
     full = (
         f'<details style="display:inline"><summary style="cursor:pointer;{_MUTED}">'
         f'full ({len(text)} chars)</summary><pre style="{_MONO};white-space:pre-wrap;'
-        f'margin:4px 0;max-height:320px;overflow:auto">{escape(text)}</pre></details>'
+        f'margin:4px 0;max-height:320px;overflow:auto">{_html(text)}</pre></details>'
     )
-    return f'<span style="{style}">{escape(text[:limit])}…</span> {full}'
+    return f'<span style="{style}">{_html(text[:limit])}…</span> {full}'
 
 
 def _json(value: JsonValue) -> str:
@@ -150,6 +189,8 @@ def _header(t: Trajectory, rec: CurationRecord) -> str:
     ]
     if rec.failure_attribution is not None:
         badges.append(_badge(f"failure: {rec.failure_attribution.value}", "red"))
+    if INVISIBLE.search(t.task.goal):
+        badges.append(_badge("⚠ invisible characters in the goal", "red", _INVISIBLE_TIP))
     meta = " · ".join(
         [
             ", ".join(c.value for c in t.task.capabilities),
@@ -165,8 +206,8 @@ def _header(t: Trajectory, rec: CurationRecord) -> str:
     if rec.judge is not None:
         reason += f"<br><b>LLM judge:</b> {_clip(_json(rec.judge), TEXT_CHARS, mono=True)}"
     return (
-        f'<div style="font-size:17px;font-weight:600;margin-bottom:4px">{escape(t.task.goal)}</div>'
-        f'<div style="{_MUTED};font-size:12px;margin-bottom:6px">{escape(meta)}</div>'
+        f'<div style="font-size:17px;font-weight:600;margin-bottom:4px">{_html(t.task.goal)}</div>'
+        f'<div style="{_MUTED};font-size:12px;margin-bottom:6px">{_html(meta)}</div>'
         f"<div>{''.join(badges)}</div>"
         f'<div style="margin:6px 0;padding:6px 10px;background:#f6f8fa;border-left:3px solid '
         f'{_COLORS[_ROUTING_COLOR[rec.routing]][1]}">{reason}</div>'
@@ -182,7 +223,7 @@ def _tools(t: Trajectory, sensitive: Collection[str]) -> str:
         style += "#cf222e;color:#a40e26" if tool in sensitive else "#d0d7de"
         weight = ";font-weight:700" if tool in used else ""
         mark = "⚠ " if tool in sensitive else ""
-        chips.append(f'<span style="{style}{weight}">{mark}{escape(tool)}</span>')
+        chips.append(f'<span style="{style}{weight}">{mark}{_html(tool)}</span>')
     note = f'<span style="{_MUTED};font-size:11px"> (bold: used; ⚠: pays, sends or deletes)</span>'
     return f'<div style="margin:4px 0 8px"><b>Candidate tools:</b> {"".join(chips)}{note}</div>'
 
@@ -246,7 +287,7 @@ def _feedback_cell(step: Step) -> str:
     feedback = step.feedback
     if feedback.error is not None:
         kind = escape(feedback.error.kind.value)
-        where = f" ({escape(feedback.error.field)})" if feedback.error.field else ""
+        where = f" ({_html(feedback.error.field)})" if feedback.error.field else ""
         message = _clip(feedback.error.message, TEXT_CHARS)
         return f'<span style="color:#a40e26"><b>✗ {kind}</b>{where}: {message}</span>'
     cell = '<span style="color:#116329">✓</span> '
@@ -254,12 +295,14 @@ def _feedback_cell(step: Step) -> str:
         cell += _clip(_json(feedback.result), RESULT_CHARS, mono=True)
     changes = [f"{c.op} {c.collection}/{c.entity_id}" for c in feedback.state_changes]
     if changes:
-        cell += f'<div style="color:#0550ae;font-size:12px">{escape("; ".join(changes))}</div>'
+        cell += f'<div style="color:#0550ae;font-size:12px">{_html("; ".join(changes))}</div>'
     return cell
 
 
 def _flags(step: Step, is_sensitive: bool, repeat_of: int | None) -> str:
     flags = []
+    if _has_invisible(step):
+        flags.append(_badge("⚠ invisible characters", "red", _INVISIBLE_TIP))
     if repeat_of is not None:
         flags.append(_badge(f"↻ same as #{repeat_of}", "grey", "the same action again"))
     if is_sensitive:
@@ -267,6 +310,31 @@ def _flags(step: Step, is_sensitive: bool, repeat_of: int | None) -> str:
     if step.injected_fault is not None:
         flags.append(_badge(f"fault: {step.injected_fault.value}", "red", "injected on purpose"))
     return "".join(flags)
+
+
+_INVISIBLE_TIP = "characters that show nothing or reorder text; shown as their escapes"
+
+
+def _has_invisible(step: Step) -> bool:
+    """Whether anything the step holds that the view shows has an invisible character
+    (also where JSON shows a control character as an escape already)."""
+    values: list[Any] = [step.model_output, step.observation, step.feedback.model_dump()]
+    if step.action is not None:
+        values.append(step.action.model_dump())
+    return any(INVISIBLE.search(text) for text in _strings(values))
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON-like value, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
 
 
 def _ran_on(t: Trajectory) -> str:
@@ -288,7 +356,7 @@ def _artifacts(step: Step, artifact_url: ArtifactUrl | None) -> str:
         title = escape(ref, quote=True)
         if url is None or not _displayable(url, image):
             icon = "📷" if image else "📄"
-            shown.append(f'<span style="{_MUTED};font-size:12px">{icon} {escape(ref)}</span> ')
+            shown.append(f'<span style="{_MUTED};font-size:12px">{icon} {_html(ref)}</span> ')
             continue
         href = escape(url, quote=True)
         if image:
@@ -344,7 +412,7 @@ def _verdict(t: Trajectory) -> str:
     summary = f"score {v.score:.2f} · {met}/{len(v.checks)} checks met"
     items = "".join(_check_item(c) for c in v.checks)
     return (
-        f'<div><b>Verifier:</b> {status}<span style="{_MUTED}">{escape(summary)}</span></div>'
+        f'<div><b>Verifier:</b> {status}<span style="{_MUTED}">{_html(summary)}</span></div>'
         f'<ul style="list-style:none;padding-left:4px;margin:4px 0">{items}</ul>'
     )
 
@@ -355,8 +423,8 @@ def _check_item(check: CheckResult) -> str:
     if check.evidence is not None:
         evidence = f'<div style="{_MUTED};margin-left:18px">evidence: '
         evidence += f"{_clip(_json(check.evidence), EVIDENCE_CHARS, mono=True)}</div>"
-    kind = f'<span style="{_MUTED}">[{escape(check.kind)}]</span>'
-    return f"<li>{mark} {kind} {escape(check.description)}{evidence}</li>"
+    kind = f'<span style="{_MUTED}">[{_html(check.kind)}]</span>'
+    return f"<li>{mark} {kind} {_html(check.description)}{evidence}</li>"
 
 
 # -- task data and the curator's pre-annotation ------------------------------------------
@@ -385,14 +453,14 @@ def task_data(
         "trajectory_id": t.id,
         "round_id": round_id,
         "task_id": t.task.id,
-        "goal": t.task.goal,
+        "goal": visible(t.task.goal),
         "html": render_html(item, sensitive_tools=sensitive_tools, artifact_url=artifact_url),
         "step_options": step_options(t),
         "steps": len(t.steps),
         "routing": rec.routing.value,
         "suggested": rec.suggested.value,
         "quality": rec.quality,
-        "reason": rec.reason,
+        "reason": visible(rec.reason),
         "outcome": t.metadata.outcome.value,
         "verifier_passed": t.verdict.passed,
         "capabilities": ", ".join(c.value for c in t.task.capabilities),

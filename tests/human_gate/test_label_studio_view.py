@@ -155,6 +155,51 @@ def test_every_trajectory_field_is_escaped(poisoned: GateItem) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
+HIDDEN = ["\u202e", "\u2067", "\u200b", "\u200f", "\x00", "\x1b", "\ufeff", "\u00ad",
+          "\u2028", "\U000e0041", "\r"]  # fmt: skip
+"""Characters that show nothing or reorder text: a right-to-left override, an isolate,
+zero-width space and mark, NUL, escape, BOM, soft hyphen, line separator, a tag, CR."""
+
+
+def hide(t: Trajectory, chars: str) -> Trajectory:
+    """``t`` with ``chars`` inside the goal, the first two steps and the answer."""
+    data = t.model_dump(mode="json")
+    del data["id"], data["task"]["id"]
+    data["task"]["goal"] += f" pay {chars}Anna"
+    first, second, last = data["steps"][0], data["steps"][1], data["steps"][-1]
+    first["model_output"] = f"I pay {chars}Anna"
+    first["feedback"] = {"result": {"note": f"ok{chars}"}}
+    second["feedback"] = {"error": {"kind": "precondition_failed", "message": f"no{chars}"}}
+    last["action"] = {"kind": "finish", "answer": f"Paid {chars}Anna"}
+    data["verdict"]["checks"][0]["description"] = f"paid {chars}Anna"
+    return Trajectory.model_validate(data)
+
+
+@pytest.mark.parametrize("char", HIDDEN, ids=[f"U+{ord(c):04X}" for c in HIDDEN])
+def test_invisible_characters_show_as_marked_escapes_and_flag_the_step(
+    poisoned: GateItem, items: list[GateItem], char: str
+) -> None:
+    base = next(i for i in items if len(i.trajectory.steps) >= 4)
+    hidden = hide(base.trajectory, char)
+    item = GateItem(hidden, base.curation.model_copy(update={"trajectory_id": hidden.id}))
+    data = task_data(item, "r")
+    html = str(data["html"])
+
+    assert char not in html
+    escape = f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+    page = assert_inert(html)
+    text = "".join(page.text)
+    assert text.count(escape) >= 5  # goal, said, error, answer, check (and the JSON result)
+    assert f"U+{ord(char):04X}" in html  # the mark's tooltip names the character
+    assert "invisible characters in the goal" in text
+    flagged = [i for i, row in enumerate(page.body_rows) if "⚠ invisible characters" in row]
+    last = len(hidden.steps) - 1
+    assert flagged == [0, 1, last]
+    assert data["goal"] == hidden.task.goal.replace(char, escape)
+    clean = str(task_data(base, "r")["html"])
+    assert "invisible characters" not in clean
+
+
 def test_artifacts_become_images_and_links_only_for_same_origin_urls(
     poisoned: GateItem,
 ) -> None:
