@@ -10,7 +10,7 @@ import typer
 
 from cli.identifiers import checked
 from cli.output import emit_json, table
-from cli.prefect import live_prefect_api, run_url
+from cli.prefect import flow_runs, live_prefect_api, run_url
 from contract import MODEL_REF, InvalidInputError
 
 if TYPE_CHECKING:
@@ -67,10 +67,9 @@ def deploy(
     _check_model(settings, model)
     api = live_prefect_api(settings)
     from flows.deployment import deployment
-    from flows.servers import prefect_api
 
     run_flow = cast("Callable[..., dict[str, Any]]", deployment)
-    with prefect_api(api):
+    with flow_runs(settings, api):
         record = run_flow(
             model=model,
             min_overall_gain=min_gain,
@@ -93,9 +92,8 @@ def deploy_rollback(
     settings = load_settings()
     api = live_prefect_api(settings)
     from flows.deployment import rollback
-    from flows.servers import prefect_api
 
-    with prefect_api(api):
+    with flow_runs(settings, api):
         record = cast("Callable[..., dict[str, Any]]", rollback)(reason=reason)
     _print_record(record, api, as_json)
 
@@ -164,9 +162,8 @@ def run_loop_command(
     settings = load_settings()
     api = live_prefect_api(settings)
     from flows.loop import loop
-    from flows.servers import prefect_api
 
-    with prefect_api(api):
+    with flow_runs(settings, api):
         result = cast("Callable[..., dict[str, Any]]", loop)(
             rounds=rounds,
             tasks=tasks,

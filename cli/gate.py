@@ -34,9 +34,10 @@ def gate_status(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
 @gate_app.command("sync")
 def gate_sync(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
     """Pull the annotations of the round now, store them, and print the status."""
+    from cli.prefect import live_prefect_api
     from flows.gates import build_gate
     from flows.round_stages import gate_items
-    from flows.servers import prefect_api, resolve_prefect_api
+    from flows.servers import prefect_api
     from flows.settings import load_settings
     from storage import Catalog
 
@@ -48,7 +49,7 @@ def gate_sync(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
         )
     # The Label Studio token may live in a Prefect Secret block: then Prefect is asked.
     api = (
-        prefect_api(resolve_prefect_api(settings.home, settings.prefect.port))
+        prefect_api(live_prefect_api(settings, announce=False))
         if settings.label_studio.token_block
         else nullcontext()
     )

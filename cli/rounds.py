@@ -31,11 +31,10 @@ def run_round_command(
     devices: str | None = None,
 ) -> None:
     """Run ``flywheel_round`` against the Prefect server and print what it made."""
-    from cli.prefect import live_prefect_api, run_url
+    from cli.prefect import flow_runs, live_prefect_api, run_url
     from contract import InvalidInputError
     from flows.policies import POLICIES
     from flows.round import flywheel_round
-    from flows.servers import prefect_api
     from flows.settings import APPROVAL_MODES, DEVICE_ROUTES, load_settings
     from human_gate import GATES
     from storage import Catalog
@@ -53,7 +52,7 @@ def run_round_command(
         pass  # a bad state folder or catalog fails here, before any flow run exists
     api = live_prefect_api(settings)
     run_flow = cast("Callable[..., dict[str, Any]]", flywheel_round)  # the flow validates
-    with prefect_api(api):
+    with flow_runs(settings, api):
         summary = run_flow(
             tasks=tasks,
             seed=seed,

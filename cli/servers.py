@@ -28,14 +28,32 @@ PortOpt = Annotated[
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        min=1.0,
+        max=3600.0,
+        help="seconds the server may take to answer [default: settings, e.g. "
+        "FLYWHEEL_PREFECT__START_TIMEOUT_S]",
+    ),
+]
 
 
 @server_app.command("start")
-def server_start(name: NameArg = "prefect", home: HomeOpt = None, port: PortOpt = None) -> None:
-    """Start a server detached (no-op if it runs) and wait until it answers."""
+def server_start(
+    name: NameArg = "prefect",
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Start a server detached (no-op if it runs) and wait until it answers, saying so
+    every few seconds; one that does not answer in time is stopped."""
     from flows.servers import SERVERS
 
     server = _server(name, home, port)
+    if timeout is not None:
+        server.with_timeout(timeout)
+    server.progress = lambda line: typer.echo(line, err=True)
     status = server.start()
     kind = SERVERS[name]
     typer.echo(f"{kind.title} server running (pid {status.pid}), log {server.log_file}")

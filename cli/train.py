@@ -9,7 +9,7 @@ from typing import Annotated, Any, cast
 import typer
 
 from cli.output import emit_json, table
-from cli.prefect import live_prefect_api, run_url
+from cli.prefect import flow_runs, live_prefect_api, run_url
 from contract import InvalidInputError
 from storage import Catalog
 from training.settings import parse_assignments
@@ -41,7 +41,6 @@ def run_train_command(
     as_json: bool,
 ) -> None:
     """Run the ``trainer`` flow against the Prefect server and print what it made."""
-    from flows.servers import prefect_api
     from flows.settings import load_settings
     from training.settings import TrainRequest
 
@@ -59,7 +58,7 @@ def run_train_command(
     from flows.trainer import trainer  # torch and TRL load only for a run
 
     run_flow = cast("Callable[..., dict[str, Any]]", trainer)
-    with prefect_api(api):
+    with flow_runs(settings, api):
         summary = run_flow(
             dataset_id=request.dataset_id,
             base=request.base,

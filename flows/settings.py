@@ -296,6 +296,20 @@ class FeedbackSettings(Section):
 
 class PrefectSettings(Section):
     port: int = Field(default=4200, ge=1024, le=65535, description="local Prefect server port")
+    start_timeout_s: float = Field(
+        default=180.0,
+        gt=0,
+        le=3600,
+        description="how long starting the local server may take to answer (63 s seen on "
+        "a loaded 2-core machine)",
+    )
+    dead_after_s: float = Field(
+        default=60.0,
+        ge=5,
+        le=3600,
+        description="a flow run from the CLI stops, saying how to resume, once the Prefect "
+        "API has not answered for this long",
+    )
 
 
 class LabelStudioSettings(Section):
@@ -306,6 +320,13 @@ class LabelStudioSettings(Section):
     """
 
     port: int = Field(default=8089, ge=1024, le=65535, description="local Label Studio server port")
+    start_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        le=3600,
+        description="how long starting the local server may take to answer (its first start "
+        "migrates a new database)",
+    )
     username: str = Field(
         default="admin@flywheel.local",
         pattern=r"^[^@\s]+@[^@\s]+$",
@@ -604,9 +625,7 @@ def agent_llm(settings: FlywheelSettings, role: AgentRole) -> JsonLLM | None:
 
     key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
     client = make_client(endpoint.base_url, key, endpoint.timeout_s)
-    return OpenAIJsonLLM(
-        client, endpoint.model, endpoint.temperature, endpoint.max_response_bytes
-    )
+    return OpenAIJsonLLM(client, endpoint.model, endpoint.temperature, endpoint.max_response_bytes)
 
 
 def config_path() -> Path | None:

@@ -8,6 +8,7 @@ by content-derived ids: writing the same records again changes nothing.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -84,8 +85,12 @@ TABLES = (
 )
 
 _DIRECT_CHECKPOINT = "1MB"
-DEFAULT_LOCK_WAIT_S = 5.0
-"""How long an operation waits for a catalog that another process is using."""
+DEFAULT_LOCK_WAIT_S = 120.0
+"""How long an operation waits for a catalog that another process is using: DuckDB lets
+one process at a time hold the file, and another round's stage may hold it for a long
+transaction (storing a large round's curation). Waited with backoff, then refused."""
+_SAY_WAITING_AFTER_S = 3.0
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -789,16 +794,26 @@ _BUSY = ("Could not set lock", "different configuration than existing connection
 def _connect_file(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
     """Open the DuckDB file, waiting up to ``wait_s`` while another process (or another
     mode in this one) holds it; DuckDB's errors become messages for a person."""
-    deadline = time.monotonic() + wait_s
+    start = time.monotonic()
+    deadline = start + wait_s
     pause = 0.02
+    said = False
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only)
         except duckdb.Error as exc:
             busy = any(mark in str(exc) for mark in _BUSY)
-            if busy and time.monotonic() < deadline:
-                time.sleep(pause)
-                pause = min(pause * 2, 0.5)
+            now = time.monotonic()
+            if busy and now < deadline:
+                if not said and now - start >= _SAY_WAITING_AFTER_S:
+                    said = True
+                    holder = re.search(r"PID (\d+)", str(exc))
+                    who = f" by PID {holder.group(1)}" if holder else ""
+                    _LOG.warning(
+                        "catalog %s is in use%s: waiting for it, up to %g s", path, who, wait_s
+                    )
+                time.sleep(min(pause, max(deadline - now, 0.0)))
+                pause = min(pause * 2, 1.0)
                 continue
             raise _open_error(path, exc, wait_s) from exc
 

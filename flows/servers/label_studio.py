@@ -231,6 +231,7 @@ def label_studio_server(
     password: str | None = None,
     venv: Path | None = None,
     artifacts: Path | None = None,
+    start_timeout_s: float = 600.0,
 ) -> LabelStudioServer:
     """Label Studio on 127.0.0.1, offline, its database and media under ``home/label-studio``.
 
@@ -272,8 +273,9 @@ def label_studio_server(
             "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(local_files_root(home).absolute()),
             "PYTHONUNBUFFERED": "1",
         },
-        # The first start migrates a new database: about 30 s on two cores.
-        start_timeout_s=120.0,
+        # The first start migrates a new database: about 30 s on two idle cores, several
+        # times that on busy ones.
+        start_timeout_s=start_timeout_s,
     )
     artifacts = artifacts if artifacts is not None else home / "artifacts"
     return LabelStudioServer(spec, home, venv, username, token, password, artifacts)
@@ -359,6 +361,7 @@ def _label_studio_from_settings(
         username=settings.username,
         token=settings.token.get_secret_value() if settings.token else None,
         password=settings.password.get_secret_value() if settings.password else None,
+        start_timeout_s=settings.start_timeout_s,
     )
 
 

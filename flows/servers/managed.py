@@ -16,14 +16,18 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from contract import FlywheelError
 
 HOST = "127.0.0.1"
 _POLL_S = 0.2
+PROGRESS_EVERY_S = 10.0
+"""How often a start that is still waiting says so."""
+Progress = Callable[[str], None]
+"""Where a start reports that it is still waiting (a line for a person)."""
 _LOG_TAIL_LINES = 20
 # No proxy handler: a proxy set in the environment must never carry our local health checks.
 _LOCAL_HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -67,10 +71,16 @@ class ServerStatus:
 
 
 class ManagedServer:
-    """One local server process, with its PID file and log under ``home/servers/<name>/``."""
+    """One local server process, with its PID file and log under ``home/servers/<name>/``.
 
-    def __init__(self, spec: ServerSpec, home: Path) -> None:
+    ``progress`` hears a line every ``PROGRESS_EVERY_S`` while a start waits for the
+    server to answer (the CLI prints them; flows leave it silent)."""
+
+    progress_every_s: float = PROGRESS_EVERY_S
+
+    def __init__(self, spec: ServerSpec, home: Path, progress: Progress | None = None) -> None:
         self.spec = spec
+        self.progress = progress
         self.state_dir = home / "servers" / spec.name
         self.pid_file = self.state_dir / "server.pid"
         self.log_file = self.state_dir / "server.log"
@@ -78,6 +88,13 @@ class ManagedServer:
     @property
     def health_url(self) -> str:
         return self.spec.url + self.spec.health_path
+
+    def with_timeout(self, start_timeout_s: float) -> ManagedServer:
+        """This server, waited for up to ``start_timeout_s`` when it starts."""
+        if start_timeout_s <= 0:
+            raise ServerError(f"{self.spec.name}: the start timeout must be positive")
+        self.spec = replace(self.spec, start_timeout_s=start_timeout_s)
+        return self
 
     def status(self) -> ServerStatus:
         """Report whether the recorded process is alive and answers its health URL."""
@@ -131,7 +148,9 @@ class ManagedServer:
         self.stop()
         raise ServerError(
             f"{self.spec.name} did not answer {self.health_url} within "
-            f"{self.spec.start_timeout_s:.0f} s (log: {self.log_file}){self._log_tail(offset)}"
+            f"{self.spec.start_timeout_s:.0f} s, and was stopped; on a busy machine give it "
+            f"longer (--timeout, or start_timeout_s in its settings) (log: {self.log_file})"
+            f"{self._log_tail(offset)}"
         )
 
     def stop(self, timeout_s: float = 15.0) -> bool:
@@ -179,12 +198,22 @@ class ManagedServer:
             return None
 
     def _wait_healthy(self, pid: int) -> bool:
-        deadline = time.monotonic() + self.spec.start_timeout_s
+        start = time.monotonic()
+        deadline = start + self.spec.start_timeout_s
+        said = start
         while time.monotonic() < deadline:
             if http_ok(self.health_url):
                 return True
             if not _alive(pid):
                 return False
+            now = time.monotonic()
+            if self.progress is not None and now - said >= self.progress_every_s:
+                said = now
+                self.progress(
+                    f"waiting for {self.spec.name} to answer {self.health_url}: "
+                    f"{now - start:.0f} s of at most {self.spec.start_timeout_s:.0f} s "
+                    f"(log: {self.log_file})"
+                )
             time.sleep(_POLL_S)
         return http_ok(self.health_url)
 

@@ -14,12 +14,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from flows.servers.managed import HOST, ManagedServer, ServerError, ServerSpec
+from flows.servers.managed import HOST, ManagedServer, Progress, ServerError, ServerSpec
 
 PREFECT_DEFAULT_PORT = 4200
 
 
-def prefect_server(home: Path, port: int = PREFECT_DEFAULT_PORT) -> ManagedServer:
+def prefect_server(
+    home: Path, port: int = PREFECT_DEFAULT_PORT, start_timeout_s: float = 180.0
+) -> ManagedServer:
     """The Prefect 3 server (API and UI) on 127.0.0.1, its database under ``home/prefect``."""
     prefect = Path(sys.executable).parent / "prefect"
     url = f"http://{HOST}:{port}"
@@ -36,6 +38,7 @@ def prefect_server(home: Path, port: int = PREFECT_DEFAULT_PORT) -> ManagedServe
             "PREFECT_UI_ENABLED": "true",
             "PYTHONUNBUFFERED": "1",
         },
+        start_timeout_s=start_timeout_s,
     )
     return ManagedServer(spec, home)
 
@@ -45,16 +48,25 @@ def local_prefect_api(port: int) -> str:
     return f"http://{HOST}:{port}/api"
 
 
-def resolve_prefect_api(home: Path, port: int, *, start: bool = True) -> str:
+def resolve_prefect_api(
+    home: Path,
+    port: int,
+    *,
+    start: bool = True,
+    start_timeout_s: float = 180.0,
+    progress: Progress | None = None,
+) -> str:
     """The Prefect API to use: ``PREFECT_API_URL`` when set, else the local server's.
 
-    The local server is started when needed if ``start``; otherwise a server that is not
-    running raises ``ServerError``.
+    The local server is started when needed if ``start`` (waited for up to
+    ``start_timeout_s``, ``progress`` hearing that it still waits); otherwise a server
+    that is not running raises ``ServerError``.
     """
     from_env = os.environ.get("PREFECT_API_URL")
     if from_env:
         return from_env
-    server = prefect_server(home, port)
+    server = prefect_server(home, port, start_timeout_s)
+    server.progress = progress
     if start:
         server.start()
     elif not server.status().healthy:

@@ -62,7 +62,13 @@ SERVERS: Mapping[str, ServerKind] = {
         section="serving",
     ),
     "prefect": ServerKind(
-        "Prefect", PREFECT_DEFAULT_PORT, lambda home, port, _: prefect_server(home, port), True
+        "Prefect",
+        PREFECT_DEFAULT_PORT,
+        lambda home, port, settings: prefect_server(
+            home, port, settings.prefect.start_timeout_s if settings else 180.0
+        ),
+        True,
+        section="prefect",
     ),
 }
 
