@@ -119,11 +119,13 @@ def test_a_malformed_report_exits_1_naming_the_field_and_stores_nothing(tmp_path
 def test_show_of_an_unknown_id_and_listing_without_a_catalog_exit_1(tmp_path: Path) -> None:
     _fails(run(tmp_path, "feedback", "list"), "no catalog")
     first = _ok(run(tmp_path, "feedback", "ingest", str(EXAMPLE), "--json"))
+    nothing = "fb-" + "0" * 20
     _fails(
-        run(tmp_path, "feedback", "show", "fb-nothing", "--json"),
-        "unknown feedback report id 'fb-nothing'",
+        run(tmp_path, "feedback", "show", nothing, "--json"),
+        f"unknown feedback report id '{nothing}'",
         first["id"],
     )
+    _fails(run(tmp_path, "feedback", "show", "../fb-x"), "is not a feedback report id")
 
 
 def test_the_committed_schema_is_the_codes() -> None:

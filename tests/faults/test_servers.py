@@ -23,6 +23,7 @@ from flows.servers.prefect import local_prefect_api
 from flows.servers.watch import watch_api
 from storage import Catalog
 from tests.flows.commands import FLYWHEEL, command_env
+from tests.storage.holders import catalog_held
 
 
 def silent_server(home: Path) -> ManagedServer:
@@ -97,29 +98,14 @@ def test_a_busy_catalog_is_waited_for_beyond_a_few_seconds(
 ) -> None:
     path = tmp_path / "catalog.duckdb"
     Catalog.open(path).close()
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); print('held', "
-            "flush=True); time.sleep(7); con.close(); time.sleep(30)",
-            str(path),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        began = time.monotonic()
-        with (
-            caplog.at_level(logging.WARNING, logger="storage.catalog"),
-            Catalog.open(path) as catalog,  # the default wait: two minutes
-        ):
-            assert catalog.stats()["rounds"] == 0
+    began = time.monotonic()
+    with (
+        catalog_held(path, release_after_s=7) as holder,
+        caplog.at_level(logging.WARNING, logger="storage.catalog"),
+        Catalog.open(path) as catalog,  # the default wait: two minutes
+    ):
+        assert catalog.stats()["rounds"] == 0
         assert time.monotonic() - began >= 5
-    finally:
-        holder.kill()
-        holder.wait()
     assert f"is in use by PID {holder.pid}: waiting for it, up to 120 s" in caplog.text
 
 

@@ -14,6 +14,7 @@ import pytest
 from storage import SCHEMA_VERSION, Catalog, CatalogError, migrations
 from storage.catalog import TABLES
 from storage.migrations import migrate, schema_version
+from tests.storage.holders import catalog_held
 
 
 def _version(path: Path) -> int | None:
@@ -179,24 +180,8 @@ def test_a_folder_without_write_permission_is_refused(
 def test_an_operation_waits_for_another_process_to_let_go(tmp_path: Path) -> None:
     path = tmp_path / "catalog.duckdb"
     Catalog.open(path).close()
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); print('held', "
-            "flush=True); time.sleep(0.5); con.close(); time.sleep(30)",
-            str(path),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with Catalog.open(path, lock_wait_s=20) as catalog:
-            assert catalog.stats()["rounds"] == 0
-    finally:
-        holder.kill()
-        holder.wait()
+    with catalog_held(path, release_after_s=0.5), Catalog.open(path, lock_wait_s=20) as catalog:
+        assert catalog.stats()["rounds"] == 0
 
 
 def test_one_process_cannot_mix_read_only_and_writable(tmp_path: Path) -> None:
