@@ -10,7 +10,9 @@ The body is read by this module, not parsed by the ``openai`` client: the client
 its models without validating them (a string ``choices`` surfaces later as an
 ``AttributeError``), and it reads a body of any size. Here the body is read up to
 ``max_bytes`` and within the client's timeout, parsed as JSON, and checked field by
-field; a problem names the field's path (``choices[0].message.content``).
+field; a problem names the field's path (``choices[0].message.content``). A client built
+by ``capped_http_client`` also stops reading any response, an error's body included,
+past its limit as the bytes arrive (``ResponseTooLarge``).
 
 Two kinds of problem are told apart:
 
@@ -24,6 +26,7 @@ Two kinds of problem are told apart:
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +44,9 @@ __all__ = [
     "TRANSIENT_ERRORS",
     "Completion",
     "CompletionFailure",
+    "ResponseTooLarge",
     "Usage",
+    "capped_http_client",
     "parse_completion",
     "request_completion",
 ]
@@ -55,6 +60,41 @@ TRANSIENT_ERRORS = (
 )
 _SHOWN = 300
 """Characters of a bad body or call quoted in a message."""
+
+
+class ResponseTooLarge(httpx2.HTTPError):
+    """A response's body grew past the client's limit while it arrived."""
+
+
+class _CappedStream(httpx2.SyncByteStream):
+    def __init__(self, stream: httpx2.SyncByteStream, limit: int) -> None:
+        self._stream = stream
+        self._limit = limit
+
+    def __iter__(self) -> Iterator[bytes]:
+        size = 0
+        for chunk in self._stream:
+            size += len(chunk)
+            if size > self._limit:
+                raise ResponseTooLarge(f"the body is larger than {self._limit} bytes")
+            yield chunk
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+def capped_http_client(max_bytes: int) -> httpx2.Client:
+    """The ``openai`` client's own HTTP client, whose responses stop past ``max_bytes``
+    as they arrive: also the bodies of HTTP errors, which the ``openai`` client reads
+    whole before ``request_completion`` sees them."""
+
+    def cap(response: httpx2.Response) -> None:
+        stream = response.stream
+        if isinstance(stream, httpx2.SyncByteStream):
+            response.stream = _CappedStream(stream, max_bytes)
+
+    client: httpx2.Client = openai.DefaultHttpxClient(event_hooks={"response": [cap]})
+    return client
 
 
 @dataclass(frozen=True)
@@ -98,7 +138,11 @@ def request_completion(
     try:
         with client.chat.completions.with_streaming_response.create(**params) as response:
             body = _read(response.iter_bytes(), max_bytes, deadline)
+    except ResponseTooLarge as exc:  # raised while the body arrived, an error's too
+        return _malformed(str(exc))
     except TRANSIENT_ERRORS as exc:
+        if isinstance(exc.__cause__, ResponseTooLarge):
+            return _malformed(str(exc.__cause__))
         return _failure(exc, secret, transient=True)
     except openai.OpenAIError as exc:  # bad request, authentication, not found, ...
         return _failure(exc, secret, transient=False)

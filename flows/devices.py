@@ -70,7 +70,7 @@ def gui_agent(settings: FlywheelSettings) -> GuiAgent | None:
     from agents.policies.openai_policy import make_client
 
     key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
-    client = make_client(endpoint.base_url, key, endpoint.timeout_s)
+    client = make_client(endpoint.base_url, key, endpoint.timeout_s, endpoint.max_response_bytes)
     return LLMGuiAgent(
         client,
         endpoint.model,

@@ -84,7 +84,7 @@ def _openai(
 
     endpoint = settings.policy
     return OpenAIPolicy(
-        make_client(base_url, key, endpoint.timeout_s),
+        make_client(base_url, key, endpoint.timeout_s, endpoint.max_response_bytes),
         model,
         temperature=endpoint.temperature,
         max_attempts=endpoint.max_attempts,

@@ -624,7 +624,7 @@ def agent_llm(settings: FlywheelSettings, role: AgentRole) -> JsonLLM | None:
     from agents.policies.openai_policy import make_client
 
     key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
-    client = make_client(endpoint.base_url, key, endpoint.timeout_s)
+    client = make_client(endpoint.base_url, key, endpoint.timeout_s, endpoint.max_response_bytes)
     return OpenAIJsonLLM(client, endpoint.model, endpoint.temperature, endpoint.max_response_bytes)
 
 

@@ -25,6 +25,7 @@ from agents.completions import (
     DEFAULT_MAX_RESPONSE_BYTES,
     Completion,
     CompletionFailure,
+    capped_http_client,
     request_completion,
 )
 from agents.policies.base import Decision, TaskView
@@ -71,10 +72,20 @@ __all__ = [  # with what ``chat_format`` lends the policy's callers
 NO_KEY = "not-needed"
 
 
-def make_client(base_url: str, api_key: str | None, timeout_s: float) -> openai.OpenAI:
-    """A client with retries off (``OpenAIPolicy`` retries); local servers need no key."""
+def make_client(
+    base_url: str,
+    api_key: str | None,
+    timeout_s: float,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+) -> openai.OpenAI:
+    """A client with retries off (``OpenAIPolicy`` retries) whose responses stop past
+    ``max_response_bytes`` (``capped_http_client``); local servers need no key."""
     return openai.OpenAI(
-        base_url=base_url, api_key=api_key or NO_KEY, timeout=timeout_s, max_retries=0
+        base_url=base_url,
+        api_key=api_key or NO_KEY,
+        timeout=timeout_s,
+        max_retries=0,
+        http_client=capped_http_client(max_response_bytes),
     )
 
 

@@ -154,6 +154,19 @@ def test_a_body_over_the_limit_is_refused_while_reading(served: Any) -> None:
     assert not result.transient
 
 
+@pytest.mark.parametrize("status", [200, 400, 500, 503])
+def test_no_body_is_read_past_the_client_s_limit_not_even_an_error_s(status: int) -> None:
+    """The ``openai`` client reads an error's body whole: the client built by
+    ``make_client`` stops any body as it arrives, and says so."""
+    huge = json.dumps({"error": {"message": "x" * 3_000_000}}).encode()
+    with ScriptedChatServer([RawReply(huge, status=status)]) as server:
+        client = make_client(server.base_url, None, 5.0, max_response_bytes=100_000)
+        result = request_completion(client, PARAMS)
+    assert isinstance(result, CompletionFailure)
+    assert "larger than 100000 bytes" in result.message
+    assert not result.transient
+
+
 def test_a_body_that_trickles_past_the_timeout_is_a_timeout(served: Any) -> None:
     slow = RawReply(json.dumps({"choices": []}).encode() * 20, trickle_s=0.05)
     result = served(slow, timeout_s=0.5)
