@@ -149,3 +149,10 @@ def test_planning_rules_from_the_settings_steer_the_next_plan(
         tasks[0].fingerprint: 2,
         tasks[1].fingerprint: 2,
     }
+
+
+def test_the_default_response_limit_is_the_boundary_s() -> None:
+    from agents.completions import DEFAULT_MAX_RESPONSE_BYTES
+    from flows.settings import ModelEndpoint
+
+    assert ModelEndpoint().max_response_bytes == DEFAULT_MAX_RESPONSE_BYTES
