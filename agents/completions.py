@@ -141,8 +141,6 @@ def request_completion(
     except ResponseTooLarge as exc:  # raised while the body arrived, an error's too
         return _malformed(str(exc))
     except TRANSIENT_ERRORS as exc:
-        if isinstance(exc.__cause__, ResponseTooLarge):
-            return _malformed(str(exc.__cause__))
         return _failure(exc, secret, transient=True)
     except openai.OpenAIError as exc:  # bad request, authentication, not found, ...
         return _failure(exc, secret, transient=False)
@@ -298,12 +296,8 @@ def _read(chunks: Any, max_bytes: int, deadline: float) -> bytes | CompletionFai
     size = 0
     for chunk in chunks:
         size += len(chunk)
-        if size > max_bytes:
-            return CompletionFailure(
-                ErrorKind.BACKEND_ERROR,
-                f"malformed completion: the body is larger than {max_bytes} bytes",
-                transient=False,
-            )
+        if size > max_bytes:  # decoded: a compressed body may grow past the client's cap
+            return _malformed(f"the body is larger than {max_bytes} bytes")
         if time.monotonic() > deadline:
             return CompletionFailure(
                 ErrorKind.TIMEOUT, "the completion's body was still arriving at the timeout", True

@@ -807,8 +807,8 @@ def _connect_file(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPy
             if busy and now < deadline:
                 if not said and now - start >= _SAY_WAITING_AFTER_S:
                     said = True
-                    holder = re.search(r"PID (\d+)", str(exc))
-                    who = f" by PID {holder.group(1)}" if holder else ""
+                    pid = _holder_pid(exc)
+                    who = f" by PID {pid}" if pid else ""
                     _LOG.warning(
                         "catalog %s is in use%s: waiting for it, up to %g s", path, who, wait_s
                     )
@@ -818,11 +818,17 @@ def _connect_file(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPy
             raise _open_error(path, exc, wait_s) from exc
 
 
+def _holder_pid(exc: duckdb.Error) -> str | None:
+    """The PID of the process holding the file, as DuckDB's lock error names it."""
+    found = re.search(r"PID (\d+)", str(exc))
+    return found.group(1) if found else None
+
+
 def _open_error(path: Path, exc: duckdb.Error, wait_s: float) -> CatalogError:
     text = str(exc)
     if "Could not set lock" in text:
-        holder = re.search(r"PID (\d+)", text)
-        who = f" (PID {holder.group(1)})" if holder else ""
+        pid = _holder_pid(exc)
+        who = f" (PID {pid})" if pid else ""
         return CatalogError(
             f"catalog {path} is in use by another process{who}, still after {wait_s:g} s: "
             "wait for it to finish, then retry"

@@ -73,14 +73,14 @@ class ServerStatus:
 class ManagedServer:
     """One local server process, with its PID file and log under ``home/servers/<name>/``.
 
-    ``progress`` hears a line every ``PROGRESS_EVERY_S`` while a start waits for the
-    server to answer (the CLI prints them; flows leave it silent)."""
+    ``progress``, when set, hears a line every ``progress_every_s`` while a start waits
+    for the server to answer (the CLI prints them; flows leave it silent)."""
 
     progress_every_s: float = PROGRESS_EVERY_S
 
-    def __init__(self, spec: ServerSpec, home: Path, progress: Progress | None = None) -> None:
+    def __init__(self, spec: ServerSpec, home: Path) -> None:
         self.spec = spec
-        self.progress = progress
+        self.progress: Progress | None = None
         self.state_dir = home / "servers" / spec.name
         self.pid_file = self.state_dir / "server.pid"
         self.log_file = self.state_dir / "server.log"

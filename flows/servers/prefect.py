@@ -17,10 +17,12 @@ from pathlib import Path
 from flows.servers.managed import HOST, ManagedServer, Progress, ServerError, ServerSpec
 
 PREFECT_DEFAULT_PORT = 4200
+PREFECT_START_TIMEOUT_S = 180.0
+"""As ``[prefect] start_timeout_s``: a new database on a loaded machine took 63 s."""
 
 
 def prefect_server(
-    home: Path, port: int = PREFECT_DEFAULT_PORT, start_timeout_s: float = 180.0
+    home: Path, port: int = PREFECT_DEFAULT_PORT, start_timeout_s: float = PREFECT_START_TIMEOUT_S
 ) -> ManagedServer:
     """The Prefect 3 server (API and UI) on 127.0.0.1, its database under ``home/prefect``."""
     prefect = Path(sys.executable).parent / "prefect"
@@ -53,7 +55,7 @@ def resolve_prefect_api(
     port: int,
     *,
     start: bool = True,
-    start_timeout_s: float = 180.0,
+    start_timeout_s: float = PREFECT_START_TIMEOUT_S,
     progress: Progress | None = None,
 ) -> str:
     """The Prefect API to use: ``PREFECT_API_URL`` when set, else the local server's.

@@ -15,7 +15,7 @@ from flows.servers.label_studio import (
 )
 from flows.servers.managed import ManagedServer
 from flows.servers.model import MODEL_DEFAULT_PORT, model_server
-from flows.servers.prefect import PREFECT_DEFAULT_PORT, prefect_server
+from flows.servers.prefect import PREFECT_DEFAULT_PORT, PREFECT_START_TIMEOUT_S, prefect_server
 
 if TYPE_CHECKING:
     from flows.settings import FlywheelSettings
@@ -65,7 +65,7 @@ SERVERS: Mapping[str, ServerKind] = {
         "Prefect",
         PREFECT_DEFAULT_PORT,
         lambda home, port, settings: prefect_server(
-            home, port, settings.prefect.start_timeout_s if settings else 180.0
+            home, port, settings.prefect.start_timeout_s if settings else PREFECT_START_TIMEOUT_S
         ),
         True,
         section="prefect",

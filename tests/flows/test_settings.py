@@ -156,3 +156,10 @@ def test_the_default_response_limit_is_the_boundary_s() -> None:
     from flows.settings import ModelEndpoint
 
     assert ModelEndpoint().max_response_bytes == DEFAULT_MAX_RESPONSE_BYTES
+
+
+def test_the_default_prefect_start_timeout_is_the_server_s() -> None:
+    from flows.servers.prefect import PREFECT_START_TIMEOUT_S
+    from flows.settings import PrefectSettings
+
+    assert PrefectSettings().start_timeout_s == PREFECT_START_TIMEOUT_S
