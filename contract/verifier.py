@@ -5,6 +5,7 @@ MobilePA-Bench: an exact tool call, predicates over the backend's final state, a
 action order, a valid collaboration pattern with sub-agents, and a rubric for an LLM judge.
 ``ui_state`` checks the final screen of a device (element attributes, XPath predicates).
 ``answer`` checks what the agent told the user when it finished, clarified or refused.
+``no_collateral`` checks that nothing changed in the state beyond what the task allows.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ class ActionOrderCheck(_Check):
 class CollaborationCheck(_Check):
     """A valid collaboration with a sub-agent.
 
-    The sub-agent was called successfully (with ``arguments`` as a subset), at most
+    The sub-agent was called successfully (with ``arguments`` as a subset, naming every
+    term of ``mentions``: it was asked about the task's subject), at most
     ``max_calls`` times; if ``then`` is given, a matching action follows that call; no
     ``forbidden_agents`` was used.
     """
@@ -97,6 +99,9 @@ class CollaborationCheck(_Check):
     kind: Literal["collaboration"] = "collaboration"
     agent: str
     arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    mentions: tuple[str, ...] = Field(
+        default=(), description="terms the call's instruction or arguments must name"
+    )
     then: ActionPattern | None = None
     forbidden_agents: tuple[str, ...] = ()
     max_calls: int = Field(default=3, ge=1)
@@ -109,15 +114,21 @@ class CollaborationCheck(_Check):
 
 
 class AnswerCheck(_Check):
-    """The episode ended ``via`` finish / clarify / refuse, saying every term of ``contains``."""
+    """The episode ended ``via`` finish / clarify / refuse, saying every term of ``contains``.
+
+    Every value of ``shown`` appeared in a successful step's result before the end: the
+    agent read the record it answers about instead of guessing.
+    """
 
     kind: Literal["answer"] = "answer"
     via: Literal["finish", "clarify", "refuse"] = "finish"
     contains: tuple[str, ...] = ()
+    shown: tuple[str, ...] = ()
 
     def describe(self) -> str:
         terms = f" mentioning {list(self.contains)}" if self.contains else ""
-        return f"ended with {self.via}{terms}"
+        read = f" after reading {list(self.shown)}" if self.shown else ""
+        return f"ended with {self.via}{terms}{read}"
 
 
 class UIStateCheck(_Check):
@@ -150,6 +161,47 @@ class UIStateCheck(_Check):
         return f"screen: {self.expect} {self.xpath}{attrs}"
 
 
+ChangeOp = Literal["created", "updated", "deleted"]
+
+
+class AllowedChange(Record):
+    """A change of the state a task may make without it counting as collateral damage.
+
+    ``created``: up to ``at_most`` new rows of ``collection`` (None: any number);
+    ``updated``: the rows ``ids`` (empty: any row), changing only ``fields`` (empty: any);
+    ``deleted``: the rows ``ids`` (empty: any row).
+    """
+
+    collection: str = Field(pattern=r"^[a-z_]+\.[a-z_]+$")
+    op: ChangeOp
+    ids: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
+    at_most: int | None = Field(default=None, ge=1)
+    reason: str = Field(default="", description="where the allowance comes from")
+
+    def describe(self) -> str:
+        if self.op == "created":
+            count = "any number of" if self.at_most is None else f"up to {self.at_most}"
+            return f"{count} new {self.collection}"
+        rows = ", ".join(self.ids) if self.ids else "any row"
+        fields = f" ({', '.join(self.fields)})" if self.fields else ""
+        return f"{self.op} {self.collection} {rows}{fields}"
+
+
+class CollateralCheck(_Check):
+    """Every difference between the initial and the final state is one of ``allowed``.
+
+    The allowances come from the reference plan's own changes plus declared tolerances,
+    so the check is data: a stored trajectory can be checked again against it.
+    """
+
+    kind: Literal["no_collateral"] = "no_collateral"
+    allowed: tuple[AllowedChange, ...] = ()
+
+    def describe(self) -> str:
+        return "no collateral changes"
+
+
 class RubricCheck(_Check):
     """What rules cannot check, judged by an LLM; unmet when no judge is configured."""
 
@@ -167,6 +219,7 @@ Check = Annotated[
     | CollaborationCheck
     | AnswerCheck
     | UIStateCheck
+    | CollateralCheck
     | RubricCheck,
     Field(discriminator="kind"),
 ]
@@ -177,6 +230,7 @@ CHECK_KINDS: tuple[str, ...] = (
     "collaboration",
     "answer",
     "ui_state",
+    "no_collateral",
     "rubric",
 )
 check_adapter: TypeAdapter[Check] = TypeAdapter(Check)
@@ -196,8 +250,16 @@ class CheckResult(Record):
     evidence: JsonValue = None
 
 
+GATE_KINDS: frozenset[str] = frozenset({"no_collateral"})
+"""Checks that are conditions of passing, not progress: doing nothing meets them."""
+
+
 class Verdict(Record):
-    """Passed, a weighted score, progress (the share of checks met: CARE's R_prog), evidence."""
+    """Passed, a weighted score, progress (the share of checks met: CARE's R_prog), evidence.
+
+    Passed needs every check met. Score and progress count the checks of what the task
+    asks for; gates (``GATE_KINDS``) only decide passing, so an episode that does nothing
+    gains no progress from having done no harm."""
 
     passed: bool
     score: float = Field(ge=0.0, le=1.0)
@@ -208,11 +270,17 @@ class Verdict(Record):
     def from_checks(cls, results: tuple[CheckResult, ...]) -> Verdict:
         if not results:
             return cls(passed=False, score=0.0, progress=0.0)
-        met = [r for r in results if r.met]
-        total_weight = sum(r.weight for r in results)
+        counted = [r for r in results if r.kind not in GATE_KINDS] or list(results)
+        met = [r for r in counted if r.met]
+        total_weight = sum(r.weight for r in counted)
         return cls(
-            passed=len(met) == len(results),
+            passed=all(r.met for r in results),
             score=round(sum(r.weight for r in met) / total_weight, 6),
-            progress=round(len(met) / len(results), 6),
+            progress=round(len(met) / len(counted), 6),
             checks=results,
         )
+
+    @property
+    def harmed(self) -> bool:
+        """A gate failed: the episode changed what its task does not allow."""
+        return any(r.kind in GATE_KINDS and not r.met for r in self.checks)

@@ -32,7 +32,9 @@ class QualityParts:
 def quality_score(trajectory: Trajectory) -> float:
     """Quality in [0, 1]: ``verifier * efficiency * hygiene``.
 
-    - ``verifier = (verdict.score + verdict.progress) / 2``: 1 for a passed verdict.
+    - ``verifier = (verdict.score + verdict.progress) / 2``: 1 for a passed verdict;
+      halved when the episode did collateral damage (a task done with harm is worth
+      less than half of one done cleanly).
     - ``efficiency = sqrt(min(1, reference_calls / calls))``: calls are the successful
       non-terminal actions (failed ones are priced by hygiene, not twice), compared with
       the reference plan's; the square root makes one extra call in four cost about 13%.
@@ -64,7 +66,7 @@ def quality_parts(trajectory: Trajectory) -> QualityParts:
         + (LOOP_PENALTY if any(n + 1 >= LOOP_THRESHOLD for n in repeats.values()) else 0.0)
     )
     return QualityParts(
-        verifier=(verdict.score + verdict.progress) / 2,
+        verifier=(verdict.score + verdict.progress) / (4 if verdict.harmed else 2),
         efficiency=efficiency,
         hygiene=max(0.0, hygiene),
     )

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import orjson
 from lxml import etree
 from pydantic import JsonValue
 
@@ -19,6 +20,7 @@ from contract import (
     CheckResult,
     Clarify,
     CollaborationCheck,
+    CollateralCheck,
     Condition,
     ExactToolCallCheck,
     Finish,
@@ -34,6 +36,7 @@ from contract import (
 )
 from envs.backend import PrivilegedEvidence, Row
 from envs.screen import ScreenError, parse_screen, select
+from envs.state_diff import state_diff, unexpected_changes
 
 RubricJudge = Callable[[RubricCheck, Sequence[Step]], tuple[bool, str]]
 """Judges a rubric check on the history: (met, explanation). An LLM in production."""
@@ -70,6 +73,8 @@ def _run_check(
         met, info = _answer(check, steps)
     elif isinstance(check, UIStateCheck):
         met, info = _ui_state(check, evidence)
+    elif isinstance(check, CollateralCheck):
+        met, info = _collateral(check, evidence)
     else:
         met, info = _rubric(check, steps, judge)
     return CheckResult(
@@ -232,6 +237,16 @@ def _collaboration(
     if not calls:
         info["problem"] = f"no successful call of the {check.agent} agent"
         return False, info
+    if check.mentions:
+        asked = [_request_text(done[i]) for i in calls]
+        calls = [
+            i for i, text in zip(calls, asked, strict=True) if _names_all(text, check.mentions)
+        ]
+        if not calls:
+            info["problem"] = (
+                f"the {check.agent} agent was never asked about {list(check.mentions)}"
+            )
+            return False, info
     if forbidden or count > check.max_calls:
         info["problem"] = "forbidden agent used" if forbidden else "too many calls"
         return False, info
@@ -241,6 +256,30 @@ def _collaboration(
             info["problem"] = f"no {then.describe()} after the delegation"
             return False, info
     return True, info
+
+
+def _request_text(action: Action) -> str:
+    """What a sub-agent was asked: its instruction and the values of its arguments."""
+    if not isinstance(action, SubAgentCall):
+        return ""
+    return " ".join(
+        [action.instruction, *(orjson.dumps(v).decode() for v in action.arguments.values())]
+    )
+
+
+def _names_all(text: str, terms: Sequence[str]) -> bool:
+    said = _normalize_answer(text)
+    return all(_normalize_answer(t) in said for t in terms)
+
+
+def _shown_text(steps: Sequence[Step]) -> str:
+    """Everything the agent was shown by successful steps: results and screens."""
+    parts = [
+        orjson.dumps(s.feedback.result).decode() + " " + (s.observation or "")
+        for s in steps
+        if s.action is not None and s.feedback.error is None
+    ]
+    return _normalize_answer(" ".join(parts))
 
 
 def _answer(check: AnswerCheck, steps: Sequence[Step]) -> tuple[bool, JsonValue]:
@@ -256,7 +295,13 @@ def _answer(check: AnswerCheck, steps: Sequence[Step]) -> tuple[bool, JsonValue]
         return False, {"ended_with": last.kind if last is not None else None}
     said = _normalize_answer(text)
     missing: list[JsonValue] = [t for t in check.contains if _normalize_answer(t) not in said]
-    return not missing, {"text": text[:500], "missing": missing}
+    info: dict[str, Any] = {"text": text[:500], "missing": missing}
+    if check.shown:
+        read = _shown_text(steps[:-1])
+        unread: list[JsonValue] = [v for v in check.shown if _normalize_answer(v) not in read]
+        info["not_read"] = unread
+        missing += unread
+    return not missing, info
 
 
 _LEADING_ZERO_HOUR = re.compile(r"\b0(\d:[0-5]\d)\b")
@@ -285,6 +330,18 @@ def _ui_state(check: UIStateCheck, evidence: PrivilegedEvidence) -> tuple[bool, 
         {k: a[k] for k in ("id", "text", "checked") if a.get(k)} for a in selected[:5]
     ]
     return met, {"selected": len(selected), "matching": len(matching), "elements": shown}
+
+
+MAX_LISTED_CHANGES = 20
+"""Unexpected changes listed in a collateral check's evidence (the count is complete)."""
+
+
+def _collateral(check: CollateralCheck, evidence: PrivilegedEvidence) -> tuple[bool, JsonValue]:
+    """Every row that differs between the initial and the final state is allowed."""
+    changes = state_diff(evidence.initial, evidence.final)
+    unexpected = unexpected_changes(changes, check.allowed)
+    listed: list[JsonValue] = [c.to_json() for c in unexpected[:MAX_LISTED_CHANGES]]
+    return not unexpected, {"changes": len(changes), "unexpected": listed, "count": len(unexpected)}
 
 
 def _rubric(

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -495,9 +495,15 @@ class Catalog:
         return [CurationRecord.model_validate_json(record) for (record,) in rows]
 
     def add_reviews(self, reviews: Sequence[Review]) -> int:
-        """Record gate decisions; the number that were new."""
-        created_at = now()
-        rows = _unique((review_row(r, created_at) for r in reviews), "id")
+        """Record gate decisions; the number that were new.
+
+        Each decision's time is one microsecond after the one before it, so that
+        "recorded order" holds inside a batch too (an insert does not keep row order)."""
+        start = now()
+        rows = _unique(
+            (review_row(r, start + timedelta(microseconds=i)) for i, r in enumerate(reviews)),
+            "id",
+        )
         with self._write() as con:
             return insert_rows(con, "reviews", rows, REVIEW_SCHEMA)
 

@@ -3,17 +3,21 @@ a Label Studio server, an Appium server."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from collections.abc import Iterator
 
 import pytest
+from _pytest.terminal import TerminalReporter
+from pydantic import JsonValue
 
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
 from contract import Trajectory
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
+from envs.sandbox.templates.strength import strength_table
 from flows.servers import (
     LabelStudioAccess,
     free_port,
@@ -125,3 +129,21 @@ def _drain_prefect_workers() -> None:
 
     APILogWorker.drain_all(timeout=10)
     EventsWorker.drain_all(timeout=10)
+
+
+_STRENGTH: list[dict[str, JsonValue]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect the verifier-strength figures (xdist sends user properties to the controller)."""
+    if report.when != "call":
+        return
+    for name, value in report.user_properties:
+        if name == "verifier_strength" and isinstance(value, str):
+            _STRENGTH.append(json.loads(value))
+
+
+def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
+    if _STRENGTH:
+        terminalreporter.section("verifier strength")
+        terminalreporter.write_line(strength_table(_STRENGTH))

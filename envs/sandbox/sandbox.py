@@ -83,6 +83,7 @@ class MobileSandbox:
         self._faults = random.Random(0)
         self._worlds: OrderedDict[int, Collections] = OrderedDict()
         self._shows_screen = False
+        self._rehearsals: MobileSandbox | None = None
         self._dispatch: dict[str, Callable[[Any], Feedback]] = {
             "tool_call": self._tool_call,
             "memory_read": self._memory_read,
@@ -174,6 +175,20 @@ class MobileSandbox:
     def state(self) -> Collections:
         """The live privileged state (for verifiers and tests; never for policies)."""
         return self._state
+
+    def rehearse(
+        self, conditions: InitialConditions, tools: Iterable[str], plan: Iterable[Action]
+    ) -> PrivilegedEvidence:
+        """Run ``plan`` from ``conditions`` without faults, on a twin that shares this
+        sandbox's world cache: an episode in progress here is left as it is."""
+        if self._rehearsals is None:
+            self._rehearsals = MobileSandbox(self._apps, device=f"{self.device}:rehearsal")
+            self._rehearsals._worlds = self._worlds
+        twin = self._rehearsals
+        twin.reset_to(conditions, tools)
+        for action in plan:
+            twin.execute(action)
+        return PrivilegedEvidence(initial=twin._initial, final=twin._state)
 
     # -- actions -----------------------------------------------------------------------
 

@@ -57,7 +57,10 @@ ROUND = "round-7"
 
 @pytest.fixture(scope="module")
 def success(faulty_trajectories: list[Trajectory]) -> Trajectory:
-    return pick(faulty_trajectories, lambda t: is_clean_success(t) and not uses_sensitive_tool(t))
+    return pick(
+        faulty_trajectories,
+        lambda t: is_clean_success(t) and not uses_sensitive_tool(t) and len(t.steps) > 1,
+    )
 
 
 @pytest.fixture(scope="module")

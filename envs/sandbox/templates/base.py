@@ -11,6 +11,7 @@ from pydantic import JsonValue
 
 from contract import (
     Action,
+    AllowedChange,
     Capability,
     Check,
     Difficulty,
@@ -81,6 +82,9 @@ class Draft:
     setup: list[StatePatch] = field(default_factory=list)
     extra_tools: list[str] = field(default_factory=list)
     """Tools to offer besides those the plan calls (e.g. a plausible alternative)."""
+    tolerate: list[AllowedChange] = field(default_factory=list)
+    """Changes besides the reference plan's own that do the task no harm (another way
+    to reach the same goal); the collateral check allows them."""
 
 
 Builder = Callable[[Collections, Params], Draft]

@@ -10,7 +10,9 @@ from pydantic import JsonValue
 from contract import (
     MAX_CANDIDATE_TOOLS,
     Action,
+    AllowedChange,
     Capability,
+    CollateralCheck,
     Difficulty,
     InitialConditions,
     InvalidInputError,
@@ -26,6 +28,7 @@ from contract import (
 from envs.sandbox.sandbox import MobileSandbox
 from envs.sandbox.templates.base import Params, TaskTemplate
 from envs.sandbox.templates.registry import ALL_TEMPLATES
+from envs.state_diff import allowances_for, state_diff
 from envs.verification import verify
 
 DEV_PARAMETER_SHARE = 10
@@ -34,6 +37,14 @@ chosen by the fingerprint, so the choice never depends on who samples."""
 
 CANDIDATE_TOOLS = {Difficulty.EASY: 6, Difficulty.MEDIUM: 10, Difficulty.HARD: MAX_CANDIDATE_TOOLS}
 MAX_SAMPLING_TRIES = 200
+HARMLESS_CHANGES = (
+    AllowedChange(
+        collection="memory.facts",
+        op="created",
+        reason="a note the agent keeps for itself changes nothing the user has",
+    ),
+)
+"""Tolerated in every task: logs that harm no one."""
 
 
 def template_named(name: str) -> TaskTemplate:
@@ -74,20 +85,40 @@ def instantiate(
         raise InvalidInputError("goal", f"template {template.name} produced a malformed goal")
     fingerprint = task_fingerprint(template.name, values, draft.goal)
     needed = [a.tool for a in draft.plan if isinstance(a, ToolCall)] + draft.extra_tools
+    tools = recall_tools(sandbox, needed, template, random.Random(f"{seed}:{fingerprint}"))
+    conditions = InitialConditions(seed=seed, setup=tuple(draft.setup))
+    collateral = collateral_check(sandbox, conditions, tools, draft.plan, draft.tolerate)
     return TaskSpec(
         fingerprint=fingerprint,
         goal=draft.goal,
         capabilities=template.capabilities,
         difficulty=template.difficulty,
         domains=template.domains,
-        tools=recall_tools(sandbox, needed, template, random.Random(f"{seed}:{fingerprint}")),
-        initial_conditions=InitialConditions(seed=seed, setup=tuple(draft.setup)),
-        verifier=VerifierSpec(checks=tuple(draft.checks)),
+        tools=tools,
+        initial_conditions=conditions,
+        verifier=VerifierSpec(checks=(*draft.checks, collateral)),
         reference_plan=tuple(draft.plan),
         source=TaskSource.TEMPLATE,
         template=template.name,
         params=values,
         split=split_of(template, fingerprint),
+    )
+
+
+def collateral_check(
+    sandbox: MobileSandbox,
+    conditions: InitialConditions,
+    tools: Sequence[str],
+    plan: Sequence[Action],
+    tolerate: Sequence[AllowedChange] = (),
+) -> CollateralCheck:
+    """What the task may change: the reference plan's own changes, the template's
+    tolerances and the harmless ones; anything else the policy changes fails the task."""
+    evidence = sandbox.rehearse(conditions, tools, plan)
+    own = allowances_for(state_diff(evidence.initial, evidence.final), "the reference plan")
+    return CollateralCheck(
+        allowed=(*own, *tolerate, *HARMLESS_CHANGES),
+        note="anything changed beyond what the task needs is collateral damage",
     )
 
 

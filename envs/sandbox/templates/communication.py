@@ -72,7 +72,7 @@ def lookup_phone_number(world: Collections, p: Params) -> Draft:
             ToolCall(tool="search_contacts", arguments={"query": person["name"]}),
             Finish(answer=f"{person['name']}'s number is {person['phone']}."),
         ],
-        checks=[AnswerCheck(contains=(person["phone"],))],
+        checks=[AnswerCheck(contains=(person["phone"],), shown=(person["phone"],))],
     )
 
 

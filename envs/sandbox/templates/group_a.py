@@ -182,7 +182,7 @@ def write_new_note(world: Collections, p: Params) -> Draft:
         plan=[
             ToolCall(tool="create_note", arguments={"title": title, "body": body, "folder": folder})
         ],
-        checks=[_state("notes.notes", title__icontains=title, body__icontains=body, folder=folder)],
+        checks=[_state("notes.notes", title__icontains=title, body=body, folder=folder)],
     )
 
 
@@ -195,7 +195,7 @@ def when_does_event_start(world: Collections, p: Params) -> Draft:
             ToolCall(tool="search_events", arguments={"query": event["title"]}),
             Finish(answer=f"It starts at {event['start']}."),
         ],
-        checks=[AnswerCheck(contains=(event["start"],))],
+        checks=[AnswerCheck(contains=(event["start"],), shown=(event["id"],))],
     )
 
 
@@ -341,7 +341,8 @@ def save_and_share_reference(world: Collections, p: Params) -> Draft:
     return Draft(
         goal=(
             f'Find the reference code in the email "{mail["subject"]}", save it in a new note '
-            f'titled "{title}" in my travel folder, and text it to {person["name"]}.'
+            f'titled "{title}" in my travel folder that says "Reference: <the code>", and '
+            f"text it to {person['name']}."
         ),
         plan=[
             ToolCall(tool="search_emails", arguments={"query": mail["subject"]}),
@@ -357,7 +358,9 @@ def save_and_share_reference(world: Collections, p: Params) -> Draft:
             ),
         ],
         checks=[
-            _state("notes.notes", title__icontains=title, body__icontains=ref, folder="travel"),
+            _state(
+                "notes.notes", title__icontains=title, body=f"Reference: {ref}", folder="travel"
+            ),
             _state("messages.sent", contact_id=person["id"], text__icontains=ref),
         ],
     )
@@ -422,7 +425,7 @@ def meeting_in_first_free_hour(world: Collections, p: Params) -> Draft:
                 date=date,
                 start=start,
                 end=end,
-                attendees__contains=person["id"],
+                attendees=[person["id"]],
             ),
             _state(
                 "email.sent",
@@ -468,7 +471,12 @@ def _dinner_steps(
             party_size=size,
         ),
         _state(
-            "calendar.events", title__icontains=restaurant["name"], date=date, start=time, end=end
+            "calendar.events",
+            title__icontains=restaurant["name"],
+            date=date,
+            start=time,
+            end=end,
+            attendees=[],
         ),
         _state("messages.sent", contact_id=cid, text__icontains=restaurant["name"]),
     ]
@@ -709,7 +717,7 @@ def bedtime_routine_skill(world: Collections, p: Params) -> Draft:
         ],
         checks=[
             _order(("skill_load", name), ("tool_call", "set_alarm"), ("tool_call", "start_timer")),
-            _state("clock.alarms", time=time, label__icontains="Wake up"),
+            _state("clock.alarms", time=time, label__icontains="Wake up", enabled=True),
             _state("clock.timers", minutes=mins, label__icontains="Wind down"),
         ],
     )
@@ -755,7 +763,7 @@ def agenda_note_skill(world: Collections, p: Params) -> Draft:
                 where=(
                     Condition(field="title", op="icontains", value=title),
                     Condition(field="folder", value="work"),
-                    *(Condition(field="body", op="icontains", value=e["title"]) for e in events),
+                    Condition(field="body", value=body),
                 ),
                 expect="exactly_one",
             ),
@@ -847,7 +855,9 @@ def museum_visit_via_search(world: Collections, p: Params) -> Draft:
         ],
         checks=[
             CollaborationCheck(
-                agent="search", then=ActionPattern(kind="tool_call", target="create_event")
+                agent="search",
+                mentions=(museum,),
+                then=ActionPattern(kind="tool_call", target="create_event"),
             ),
             _state(
                 "calendar.events", title__icontains="Museum visit", date=date, start=opens, end=end
@@ -934,9 +944,11 @@ def pharmacy_opening_alarm(world: Collections, p: Params) -> Draft:
         ],
         checks=[
             CollaborationCheck(
-                agent="search", then=ActionPattern(kind="tool_call", target="set_alarm")
+                agent="search",
+                mentions=(pharmacy,),
+                then=ActionPattern(kind="tool_call", target="set_alarm"),
             ),
-            _state("clock.alarms", time=opens, label__icontains="Pharmacy"),
+            _state("clock.alarms", time=opens, label__icontains="Pharmacy", enabled=True),
         ],
     )
 
@@ -996,7 +1008,9 @@ def concert_night_with_agents(world: Collections, p: Params) -> Draft:
         ],
         checks=[
             CollaborationCheck(
-                agent="search", then=ActionPattern(kind="tool_call", target="create_event")
+                agent="search",
+                mentions=(artist,),
+                then=ActionPattern(kind="tool_call", target="create_event"),
             ),
             CollaborationCheck(
                 agent="gui",
