@@ -31,7 +31,7 @@ from contract import (
     Step,
     Trajectory,
 )
-from curation.attribution import attribute_failure
+from curation.attribution import attribute_failure, planned_targets
 from curation.dedup import action_tokens, find_duplicates
 from curation.quality import quality_score
 from curation.routing import CuratorConfig, is_conflict
@@ -133,7 +133,13 @@ def attribute(state: CuratorState) -> CuratorState:
     """Failure attribution re-run from the evidence, whatever policy produced it."""
     return {
         "attributions": {
-            t.id: attribute_failure(t.steps, t.verdict, t.metadata.termination, t.metadata.outcome)
+            t.id: attribute_failure(
+                t.steps,
+                t.verdict,
+                t.metadata.termination,
+                t.metadata.outcome,
+                planned=planned_targets(t.task),
+            )
             for t in _evaluable(state)
         }
     }

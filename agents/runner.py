@@ -17,7 +17,7 @@ from contract import (
     TrajectoryMetadata,
     Verdict,
 )
-from curation.attribution import attribute_failure
+from curation.attribution import attribute_failure, planned_targets
 from envs.backend import Backend, BackendFaultError, RecordsScreens, ScreenRecord
 from envs.verification import RubricJudge, verify
 
@@ -152,7 +152,9 @@ def _trajectory(
             capabilities=task.capabilities,
             outcome=outcome,
             termination=termination,
-            failure_attribution=attribute_failure(steps, verdict, termination, outcome),
+            failure_attribution=attribute_failure(
+                steps, verdict, termination, outcome, planned=planned_targets(task)
+            ),
             injected_faults=tuple(s.injected_fault for s in steps if s.injected_fault),
             recovered=outcome is Outcome.SUCCESS and any(s.feedback.error for s in steps),
             retries=retries,

@@ -123,6 +123,7 @@ from contract.trajectory import Cost, PolicyInfo, Step, Trajectory, TrajectoryMe
 from contract.validation import InvalidRecordError, field_path, invalid_input
 from contract.verifier import (
     CHECK_KINDS,
+    GATE_KINDS,
     ActionOrderCheck,
     ActionPattern,
     AllowedChange,
@@ -148,6 +149,7 @@ __all__ = [
     "FEEDBACK_FORMAT_VERSION",
     "FEEDBACK_ID",
     "FINGERPRINT",
+    "GATE_KINDS",
     "LOCATOR_STRATEGIES",
     "MAX_CANDIDATE_TOOLS",
     "MODEL_ID",

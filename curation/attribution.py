@@ -7,14 +7,16 @@ any policy; the scripted policy's injected faults give ground truth to measure t
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from contract import (
+    GATE_KINDS,
     TERMINAL_KINDS,
     ErrorKind,
     FailureType,
     Outcome,
     Step,
+    TaskSpec,
     Termination,
     Verdict,
 )
@@ -23,10 +25,16 @@ LOOP_THRESHOLD = 3
 
 
 def attribute_failure(
-    steps: Sequence[Step], verdict: Verdict, termination: Termination, outcome: Outcome
+    steps: Sequence[Step],
+    verdict: Verdict,
+    termination: Termination,
+    outcome: Outcome,
+    *,
+    planned: Collection[str] = (),
 ) -> FailureType | None:
     """The most likely cause of a failed episode; None when it succeeded or the backend
-    failed (a backend fault is not the policy's failure)."""
+    failed (a backend fault is not the policy's failure). ``planned``: the targets of
+    the task's reference plan (``planned_targets``), which collateral damage is judged by."""
     if outcome is not Outcome.FAILURE:
         return None
     errors = [s.feedback.error for s in steps if s.feedback.error is not None]
@@ -37,6 +45,8 @@ def attribute_failure(
         return FailureType.ROUTING
     if _unrecovered_error(steps):
         return FailureType.RECOVERY
+    if verdict.harmed:
+        return _collateral_cause(steps, verdict, planned)
     unmet = [c for c in verdict.checks if not c.met]
     touched = {ch.entity_id for s in steps for ch in s.feedback.state_changes}
     if any(_wrote_near_miss(c.evidence, touched) for c in unmet):
@@ -50,6 +60,49 @@ def attribute_failure(
     if any(c.kind in ("action_order", "collaboration") for c in unmet):
         return FailureType.ROUTING
     return FailureType.STATE_TRACKING
+
+
+def planned_targets(task: TaskSpec) -> frozenset[str]:
+    """What the reference plan acts on: its tools, memory keys, skills and agents."""
+    return frozenset(a.target for a in task.reference_plan if a.target is not None)
+
+
+def _unexpected_rows(verdict: Verdict) -> set[tuple[str, str]]:
+    rows: set[tuple[str, str]] = set()
+    for check in verdict.checks:
+        evidence = check.evidence
+        if check.kind in GATE_KINDS and not check.met and isinstance(evidence, dict):
+            listed = evidence.get("unexpected")
+            for change in listed if isinstance(listed, list) else []:
+                if isinstance(change, dict):
+                    rows.add((str(change.get("collection")), str(change.get("id"))))
+    return rows
+
+
+def _collateral_cause(
+    steps: Sequence[Step], verdict: Verdict, planned: Collection[str]
+) -> FailureType:
+    """Collateral damage, by the steps that made the unexpected changes.
+
+    No failure type of its own (the paper's five are what repair sets exercise), so the
+    nearest one: a state-changing call of a tool the task never calls for is *routing*
+    (the wrong tool chosen); repeating a call already made is *state tracking* (the
+    policy lost track of what it had done); the right tool on another row or with other
+    values is *argument grounding*."""
+    unexpected = _unexpected_rows(verdict)
+    guilty = [
+        s
+        for s in steps
+        if s.action is not None
+        and s.feedback.error is None
+        and any((c.collection, c.entity_id) in unexpected for c in s.feedback.state_changes)
+    ]
+    if not guilty or any(s.action is not None and s.action.target not in planned for s in guilty):
+        return FailureType.ROUTING if guilty else FailureType.STATE_TRACKING
+    earlier = {s.action.describe() for s in steps if s.action is not None and s not in guilty}
+    if any(s.action is not None and s.action.describe() in earlier for s in guilty):
+        return FailureType.STATE_TRACKING
+    return FailureType.ARGUMENT_GROUNDING
 
 
 def erroneous_steps(steps: Sequence[Step]) -> tuple[int, ...]:

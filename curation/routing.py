@@ -16,7 +16,7 @@ from contract import (
     ToolCall,
     Trajectory,
 )
-from curation.attribution import attribute_failure
+from curation.attribution import attribute_failure, planned_targets
 from curation.dedup import DEFAULT_NUM_PERM, DEFAULT_THRESHOLD
 
 SAFETY_SENSITIVE_TOOLS: frozenset[str] = frozenset(
@@ -129,6 +129,7 @@ def route(
             trajectory.verdict,
             trajectory.metadata.termination,
             trajectory.metadata.outcome,
+            planned=planned_targets(trajectory.task),
         )
         if kind is not None:
             reason = f"failed ({kind.value}): {reason}"

@@ -420,11 +420,42 @@ def _verdict(t: Trajectory) -> str:
 def _check_item(check: CheckResult) -> str:
     mark = '<b style="color:#116329">✓</b>' if check.met else '<b style="color:#a40e26">✗</b>'
     evidence = ""
-    if check.evidence is not None:
+    if check.kind == "no_collateral" and not check.met:
+        evidence = _unexpected_changes(check.evidence)
+    elif check.evidence is not None:
         evidence = f'<div style="{_MUTED};margin-left:18px">evidence: '
         evidence += f"{_clip(_json(check.evidence), EVIDENCE_CHARS, mono=True)}</div>"
     kind = f'<span style="{_MUTED}">[{_html(check.kind)}]</span>'
     return f"<li>{mark} {kind} {_html(check.description)}{evidence}</li>"
+
+
+_HARM = (
+    "color:#a40e26;background:#ffebe9;border-left:3px solid #cf222e;padding:2px 6px;margin:2px 0"
+)
+CHANGE_CHARS = 240
+
+
+def _unexpected_changes(evidence: JsonValue) -> str:
+    """Each change the task does not allow, in red: collection, row, before and after."""
+    info = evidence if isinstance(evidence, dict) else {}
+    listed = info.get("unexpected")
+    changes = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+    rows = []
+    for change in changes:
+        where = f"{change.get('op')} {change.get('collection')} {change.get('id')}"
+        before, after = change.get("before"), change.get("after")
+        detail = (
+            f"{_clip(_json(before), CHANGE_CHARS, mono=True)} → "
+            f"{_clip(_json(after), CHANGE_CHARS, mono=True)}"
+        )
+        rows.append(f'<div style="{_HARM}"><b>{_html(where)}</b>: {detail}</div>')
+    count = info.get("count")
+    if isinstance(count, int) and count > len(changes):
+        rows.append(f'<div style="{_HARM}">… and {count - len(changes)} more</div>')
+    title = "unexpected changes (collateral damage):"
+    return (
+        f'<div style="margin-left:18px"><b style="color:#a40e26">{title}</b>{"".join(rows)}</div>'
+    )
 
 
 # -- task data and the curator's pre-annotation ------------------------------------------
