@@ -5,7 +5,7 @@
 renders them during rollouts (tool-call arguments as JSON objects, as the export writes
 them: ``template_messages``), then generated, then turned into a completion by
 ``completion_body``. Model output is parsed in one place, ``parse_tool_calls`` of
-``training.chat_model``: a ``<tool_call>`` block that is not a JSON object with a
+``training.tool_call_text``: a ``<tool_call>`` block that is not a JSON object with a
 ``name`` stays in the content, so a malformed reply is data for the client, never a
 server error.
 
@@ -31,7 +31,8 @@ from agents.policies.chat_format import Message, template_messages
 from contract import FlywheelError, InvalidInputError
 from serving.client import PROBE_MESSAGES, PROBE_TOOL
 from training.base_model import load_base
-from training.chat_model import LocalChatModel, _decode, parse_tool_calls
+from training.chat_model import LocalChatModel, _decode
+from training.tool_call_text import parse_tool_calls
 
 __all__ = [
     "ROLES",

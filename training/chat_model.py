@@ -16,8 +16,9 @@ That needs a prefix-consistent template (rendering ``messages[:k]`` is a prefix 
 rendering ``messages``), which ChatML templates are; a template that is not gets a clear
 error. ``TokenTrace.model_mask`` marks the generated tokens (1) against the harness's (0).
 
-**Malformed output is data.** A ``<tool_call>`` block that is not a JSON object with a
-``name`` stays in the reply's content, so the session records a typed
+**Malformed output is data.** Tool calls are read by ``training.tool_call_text``, which
+forgives repeated tags, whitespace and trailing text; a block that still is not a JSON
+object with a ``name`` stays in the reply's content, so the session records a typed
 ``malformed_output`` error and the episode goes on; a reply cut off by
 ``max_new_tokens`` keeps ``finish_reason="length"``. A context that would outgrow
 ``max_context`` ends in an empty reply (``finish_reason="length"``) without generating.
@@ -25,8 +26,6 @@ error. ``TokenTrace.model_mask`` marks the generated tokens (1) against the harn
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,14 +33,13 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from agents.policies.base import TaskView
-from agents.policies.chat_format import Message, RawCall, Reply
+from agents.policies.chat_format import Message, Reply
 from agents.policies.openai_policy import ChatSession
 from contract import InvalidInputError, PolicyInfo, TaskSpec
+from training.tool_call_text import parse_tool_calls
 
 LOCAL_POLICY = "local-model"
 """``PolicyInfo.name`` of trajectories a local model collected."""
-
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
 class TemplateError(InvalidInputError):
@@ -203,39 +201,6 @@ class _TracedSource:
             if at >= 0 and (tail := self._rendered[at + len(end) :]):
                 self.trace.add(chat.encode(tail), generated=False)
         return reply, 0, ""
-
-
-def parse_tool_calls(text: str, id_prefix: str) -> tuple[str | None, tuple[RawCall, ...]]:
-    """The content and the well-formed tool calls of a generated reply.
-
-    A ``<tool_call>`` block holding a JSON object with a string ``name`` becomes a call
-    (``arguments`` as JSON text, an object unless the model wrote a string); any other
-    block stays in the content, where it reads as a reply without a function call.
-    """
-    calls: list[RawCall] = []
-    kept: list[str] = []
-    end = 0
-    for match in _TOOL_CALL.finditer(text):
-        call = _call_of(match.group(1), f"{id_prefix}_{len(calls)}")
-        kept.append(text[end : match.start()] if call else text[end : match.end()])
-        end = match.end()
-        if call:
-            calls.append(call)
-    kept.append(text[end:])
-    content = "".join(kept).strip()
-    return content or None, tuple(calls)
-
-
-def _call_of(body: str, call_id: str) -> RawCall | None:
-    try:
-        value = json.loads(body)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-        return None
-    arguments = value.get("arguments", {})
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    return RawCall(call_id, value["name"], text)
 
 
 def _stop_ids(tokenizer: PreTrainedTokenizerBase) -> set[int]:

@@ -14,7 +14,8 @@ from contract import ErrorKind, Outcome, TaskSpec, Termination
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
 from training.base_model import BaseModel, load_base
-from training.chat_model import LocalChatModel, TemplateError, parse_tool_calls
+from training.chat_model import LocalChatModel, TemplateError
+from training.tool_call_text import parse_tool_calls
 
 MAX_STEPS = 4
 
