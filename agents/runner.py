@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from agents.policies.base import Decision, Policy, TaskView
 from contract import (
+    DEFAULT_MAX_STEPS,
     TERMINAL_KINDS,
     Cost,
     ErrorKind,
@@ -16,12 +17,13 @@ from contract import (
     Trajectory,
     TrajectoryMetadata,
     Verdict,
+    step_budget,
 )
 from curation.attribution import attribute_failure, planned_targets
 from envs.backend import Backend, BackendFaultError, RecordsScreens, ScreenRecord
 from envs.verification import RubricJudge, verify
 
-DEFAULT_MAX_STEPS = 15
+__all__ = ["DEFAULT_MAX_STEPS", "run_episode"]
 _NO_SCREEN = ScreenRecord(observation="")
 _BACKEND_FAULTS = frozenset({ErrorKind.BACKEND_ERROR, ErrorKind.TIMEOUT})
 _ENDED_BY = {
@@ -36,26 +38,31 @@ def run_episode(
     backend: Backend,
     policy: Policy,
     *,
-    max_steps: int = DEFAULT_MAX_STEPS,
+    max_steps: int | None = None,
     round_id: str | None = None,
     judge: RubricJudge | None = None,
     stop_when_verified: bool = True,
     attempt: int = 0,
 ) -> Trajectory:
     """Run ``task`` until completion is verified or declared, the policy clarifies or
-    refuses, the backend fails, or ``max_steps`` run out; then verify with privileged
+    refuses, the backend fails, or the step budget runs out; then verify with privileged
     evidence. Failed episodes are returned like any other: they are evidence.
+
+    The budget is the task's own (``step_budget``) unless ``max_steps`` overrides it; the
+    policy is told it, and the trajectory records it.
 
     ``attempt`` numbers the collector's tries of one task (a retry after a backend fault).
     A backend that fails itself (``BackendFaultError``: a device that went away) ends the
     episode as a backend error, with the fault as the last step's feedback (a step without
     an action, unless the last step's own feedback was the backend error already)."""
 
+    budget = step_budget(task, max_steps)
+
     def record(
         steps: list[Step], verdict: Verdict, termination: Termination, retries: int = 0
     ) -> Trajectory:
         return _trajectory(
-            task, backend, policy, steps, verdict, termination, round_id, attempt, retries
+            task, backend, policy, steps, verdict, termination, round_id, attempt, retries, budget
         )
 
     try:
@@ -66,7 +73,7 @@ def run_episode(
         goal=task.goal,
         tools=backend.tool_specs(),
         subagents=backend.subagent_specs(),
-        max_steps=max_steps,
+        max_steps=budget,
     )
     session = policy.start(task, view)
     steps: list[Step] = []
@@ -74,7 +81,7 @@ def run_episode(
     retries = 0
     verdict: Verdict | None = None
     try:
-        for index in range(max_steps):
+        for index in range(budget):
             decision = session.act(steps)
             retries += decision.retries
             if decision.action is None:
@@ -138,6 +145,7 @@ def _trajectory(
     round_id: str | None,
     attempt: int,
     retries: int,
+    budget: int,
 ) -> Trajectory:
     outcome = _outcome(termination, verdict)
     return Trajectory(
@@ -161,6 +169,7 @@ def _trajectory(
             seed=task.initial_conditions.seed,
             attempt=attempt,
             device=backend.device,
+            max_steps=budget,
         ),
     )
 

@@ -43,7 +43,7 @@ class CollectorNode(Protocol):
 
 
 def make_run_episodes(
-    lease: BackendLease, policy: Policy, max_steps: int, max_attempts: int
+    lease: BackendLease, policy: Policy, max_steps: int | None, max_attempts: int
 ) -> CollectorNode:
     def run_episodes(state: CollectorState) -> CollectorState:
         """Run the pending tasks; those whose backend failed come back for another try."""
@@ -89,7 +89,7 @@ def build_trajectory_collector_graph(
     policy: Policy,
     *,
     writer: ShardWriter | None = None,
-    max_steps: int = 15,
+    max_steps: int | None = None,
     max_attempts: int = 3,
 ) -> CompiledStateGraph[CollectorState, None, CollectorState, CollectorState]:
     """The collector for one policy; ``lease`` gives a backend per attempt."""
@@ -114,7 +114,7 @@ def collect_shard(
     *,
     shard_path: Path | None = None,
     writer: ShardWriter | None = None,
-    max_steps: int = 15,
+    max_steps: int | None = None,
     max_attempts: int = 3,
 ) -> list[Trajectory]:
     """Run the graph over one shard and return its trajectories (failed attempts too)."""

@@ -121,7 +121,7 @@ class RlFigures:
     updates: int
     group_size: int
     tasks_per_update: int
-    max_steps: int
+    max_steps: int | None
     max_new_tokens: int
     rollouts: int
     seconds: float

@@ -112,10 +112,13 @@ from contract.report import (
     parse_feedback_report,
 )
 from contract.task import (
+    DEFAULT_MAX_STEPS,
     MAX_CANDIDATE_TOOLS,
+    MAX_STEP_BUDGET,
     InitialConditions,
     StatePatch,
     TaskSpec,
+    step_budget,
     task_fingerprint,
 )
 from contract.tools import ToolSpec
@@ -146,12 +149,14 @@ __all__ = [
     "BLOCK_NAME",
     "CHECK_KINDS",
     "DATASET_ID",
+    "DEFAULT_MAX_STEPS",
     "FEEDBACK_FORMAT_VERSION",
     "FEEDBACK_ID",
     "FINGERPRINT",
     "GATE_KINDS",
     "LOCATOR_STRATEGIES",
     "MAX_CANDIDATE_TOOLS",
+    "MAX_STEP_BUDGET",
     "MODEL_ID",
     "MODEL_NAME",
     "MODEL_REF",
@@ -274,5 +279,6 @@ __all__ = [
     "invalid_input",
     "parse_feedback_report",
     "safe_component",
+    "step_budget",
     "task_fingerprint",
 ]

@@ -6,7 +6,14 @@ import hashlib
 from typing import Any, ClassVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    model_serializer,
+    model_validator,
+)
 
 
 def canonical_json(value: Any) -> bytes:
@@ -38,6 +45,25 @@ class Record(BaseModel):
     def content_id(self) -> str:
         """Digest of the record's content (its own ``id`` field excluded)."""
         return content_hash(self.model_dump(mode="json", exclude={"id"}))
+
+
+class LateFields(BaseModel):
+    """A record that gained fields after records of it were stored.
+
+    ``late_fields`` are left out of every dump while they hold their default, so a record
+    written before they existed dumps, and hashes, as it did: stored content ids stay
+    valid, and old readers still read new records that do not use them."""
+
+    late_fields: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _omit_late_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in self.late_fields:
+                if name in data and getattr(self, name) == type(self).model_fields[name].default:
+                    del data[name]
+        return data
 
 
 TRUSTED_IDS = "trusted_ids"

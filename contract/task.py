@@ -7,11 +7,14 @@ from typing import Any, ClassVar
 from pydantic import Field, JsonValue
 
 from contract.actions import Action
-from contract.base import IdentifiedRecord, Record, content_hash
+from contract.base import IdentifiedRecord, LateFields, Record, content_hash
 from contract.enums import Capability, Difficulty, Split, TaskSource
 from contract.verifier import VerifierSpec
 
 MAX_CANDIDATE_TOOLS = 15
+DEFAULT_MAX_STEPS = 15
+"""The step budget of a task that records none (tasks stored before budgets were)."""
+MAX_STEP_BUDGET = 100
 
 
 class StatePatch(Record):
@@ -40,13 +43,16 @@ def task_fingerprint(template: str | None, params: dict[str, Any], goal: str) ->
     return "fp-" + content_hash({"goal": " ".join(goal.lower().split())})
 
 
-class TaskSpec(IdentifiedRecord):
+class TaskSpec(IdentifiedRecord, LateFields):
     """A task with everything needed to run and check it.
 
     ``verifier`` and ``reference_plan`` are privileged: policies never see them.
+    ``max_steps`` is the task's step budget: every harness (collection, export,
+    evaluation, RL, a served policy's prompt) renders and enforces this one number.
     """
 
     id_prefix: ClassVar[str] = "task"
+    late_fields: ClassVar[frozenset[str]] = frozenset({"max_steps"})
 
     fingerprint: str
     goal: str = Field(min_length=1)
@@ -63,3 +69,14 @@ class TaskSpec(IdentifiedRecord):
     template: str | None = None
     params: dict[str, JsonValue] = Field(default_factory=dict)
     split: Split = Split.TRAIN
+    max_steps: int | None = Field(
+        default=None, ge=1, le=MAX_STEP_BUDGET, description="actions an episode may take"
+    )
+
+
+def step_budget(task: TaskSpec, override: int | None = None) -> int:
+    """The actions an episode of ``task`` may take: ``override`` when a harness sets one,
+    else the task's own budget (``DEFAULT_MAX_STEPS`` for a task that records none)."""
+    if override is not None:
+        return override
+    return task.max_steps if task.max_steps is not None else DEFAULT_MAX_STEPS

@@ -7,7 +7,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from contract.actions import Action
-from contract.base import IdentifiedRecord, Record
+from contract.base import IdentifiedRecord, LateFields, Record
 from contract.enums import Capability, FailureType, FaultKind, Outcome, Termination
 from contract.feedback import Feedback
 from contract.task import TaskSpec
@@ -53,7 +53,9 @@ class PolicyInfo(Record):
     model: str | None = None
 
 
-class TrajectoryMetadata(Record):
+class TrajectoryMetadata(LateFields, Record):
+    late_fields: ClassVar[frozenset[str]] = frozenset({"max_steps"})
+
     round: str | None = None
     backend: str
     policy: PolicyInfo
@@ -69,6 +71,9 @@ class TrajectoryMetadata(Record):
     seed: int = Field(ge=0)
     attempt: int = Field(default=0, ge=0, description="collection attempt (backend retries)")
     device: str | None = Field(default=None, description="backend instance that ran it")
+    max_steps: int | None = Field(
+        default=None, ge=1, description="the step budget it ran under (None: not recorded)"
+    )
 
 
 class Trajectory(IdentifiedRecord):

@@ -10,12 +10,12 @@ action order, a valid collaboration pattern with sub-agents, and a rubric for an
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, JsonValue, TypeAdapter, field_validator
 
 from contract.actions import ActionKind
-from contract.base import Record
+from contract.base import LateFields, Record
 
 ConditionOp = Literal["eq", "ne", "contains", "icontains", "gt", "gte", "lt", "lte", "in"]
 
@@ -87,7 +87,7 @@ class ActionOrderCheck(_Check):
         return "in order: " + " -> ".join(p.describe() for p in self.sequence)
 
 
-class CollaborationCheck(_Check):
+class CollaborationCheck(_Check, LateFields):
     """A valid collaboration with a sub-agent.
 
     The sub-agent was called successfully (with ``arguments`` as a subset, naming every
@@ -96,6 +96,7 @@ class CollaborationCheck(_Check):
     ``forbidden_agents`` was used.
     """
 
+    late_fields: ClassVar[frozenset[str]] = frozenset({"mentions"})
     kind: Literal["collaboration"] = "collaboration"
     agent: str
     arguments: dict[str, JsonValue] = Field(default_factory=dict)
@@ -113,13 +114,14 @@ class CollaborationCheck(_Check):
         return text
 
 
-class AnswerCheck(_Check):
+class AnswerCheck(_Check, LateFields):
     """The episode ended ``via`` finish / clarify / refuse, saying every term of ``contains``.
 
     Every value of ``shown`` appeared in a successful step's result before the end: the
     agent read the record it answers about instead of guessing.
     """
 
+    late_fields: ClassVar[frozenset[str]] = frozenset({"shown"})
     kind: Literal["answer"] = "answer"
     via: Literal["finish", "clarify", "refuse"] = "finish"
     contains: tuple[str, ...] = ()

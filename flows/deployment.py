@@ -418,7 +418,11 @@ def _markdown(contest: Contest, reasons: tuple[str, ...]) -> str:
         f"## Candidate `{contest.candidate.name}` against champion `{champion}`",
         "",
         f"{contest.tasks} development tasks; {contest.harness.samples} attempt(s) each, "
-        f"at most {contest.harness.max_steps} steps.",
+        + (
+            f"at most {contest.harness.max_steps} steps."
+            if contest.harness.max_steps is not None
+            else "each within its task's own step budget."
+        ),
         "",
         "| capability | candidate | champion |",
         "|---|---|---|",

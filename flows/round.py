@@ -81,7 +81,7 @@ class RoundConfig(BaseModel):
     fault_rate: float = Field(ge=0, le=1)
     recovery_rate: float = Field(ge=0, le=1)
     backend_fault_rate: float = Field(ge=0, le=1)
-    max_steps: int = Field(ge=1)
+    max_steps: int | None = Field(default=None, ge=1)
     max_backend_attempts: int = Field(ge=1)
     gate: GateName
     shard_size: int = Field(ge=1)

@@ -118,7 +118,12 @@ class ModelEndpoint(Section):
 
 
 class EpisodeSettings(Section):
-    max_steps: int = Field(default=15, ge=1, le=100, description="step budget of an episode")
+    max_steps: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="one step budget for every episode; default: the budget each task records",
+    )
     fault_rate: float = Field(
         default=0.3, ge=0, le=1, description="share of scripted episodes with an injected fault"
     )

@@ -19,7 +19,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from contract import FeedbackReport, FeedbackSource, InvalidInputError, ModelRecord, TaskSpec
+from contract import (
+    FeedbackReport,
+    FeedbackSource,
+    InvalidInputError,
+    ModelRecord,
+    TaskSpec,
+    step_budget,
+)
 from training.base_model import load_base
 from training.care import Budget
 from training.chat_model import LocalChatModel
@@ -36,32 +43,33 @@ class Harness:
     """Everything about an evaluation except the model and the tasks (the development set
     is the catalog's, stored once: its fingerprints are compared separately)."""
 
-    max_steps: int
+    max_steps: int | None
+    """One step budget for every task; None: each task's own."""
     samples: int
     max_new_tokens: int
     max_context: int
     token_weight: float
-    budget_tokens: int
-    budget_calls: int
+    token_budget: int | None
+    """An episode's output tokens; None: ``max_new_tokens`` per step of its budget."""
 
     @classmethod
     def of_model(cls, record: ModelRecord) -> Harness:
         """The harness ``record`` was evaluated under when it was trained."""
         request = request_of(record)
-        budget = request.rl.budget
         return cls(
             max_steps=request.rl.max_steps,
             samples=request.eval_samples,
             max_new_tokens=request.rl.max_new_tokens,
             max_context=request.rl.max_context,
             token_weight=request.rl.token_weight,
-            budget_tokens=budget.output_tokens,
-            budget_calls=budget.tool_calls,
+            token_budget=request.rl.token_budget,
         )
 
-    @property
-    def budget(self) -> Budget:
-        return Budget(output_tokens=self.budget_tokens, tool_calls=self.budget_calls)
+    def budget_for(self, task: TaskSpec) -> Budget:
+        """The cost budget of an episode of ``task``: its steps and their reply tokens."""
+        steps = step_budget(task, self.max_steps)
+        tokens = self.token_budget or self.max_new_tokens * steps
+        return Budget(output_tokens=tokens, tool_calls=steps)
 
     def to_json(self) -> dict[str, Any]:
         """The harness as the deployment trace records it."""
@@ -148,7 +156,7 @@ def evaluate_model_folder(
         source=FeedbackSource.EVALUATION,
         samples=harness.samples,
         max_steps=harness.max_steps,
-        budget=harness.budget,
+        budget_of=harness.budget_for,
         token_weight=harness.token_weight,
         on_episode=on_episode,
     )

@@ -20,8 +20,11 @@ they carry, every time a model is evaluated) and summarizes the episodes as a
   renormalized to sum to 1 (the notes name the capabilities left out); None when none
   was measured.
 - ``cost``: means over the attempts; the normalized cost is CARE's ``execution_cost``
-  against ``budget`` (default ``default_budget(max_steps)``: ``TOKENS_PER_STEP`` = 256
-  output tokens and one tool call per allowed step).
+  against the episode's budget (``budget_of(task)``; by default ``default_budget`` of the
+  step budget: ``TOKENS_PER_STEP`` = 256 output tokens and one tool call per step).
+
+Every episode runs under its task's own step budget (``contract.step_budget``) unless
+``max_steps`` overrides it for all.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from datetime import UTC, datetime
 from statistics import fmean
 
 from agents.policies.base import Policy
-from agents.runner import DEFAULT_MAX_STEPS, run_episode
+from agents.runner import run_episode
 from contract import (
     FEEDBACK_FORMAT_VERSION,
     Capability,
@@ -48,6 +51,7 @@ from contract import (
     TaskSpec,
     TaskStats,
     Trajectory,
+    step_budget,
 )
 from envs.backend import Backend
 from envs.sandbox import MobileSandbox
@@ -100,8 +104,8 @@ def evaluate(
     produced_by: str = "flywheel-trainer",
     source: FeedbackSource = FeedbackSource.EVALUATION,
     samples: int = 1,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    budget: Budget | None = None,
+    max_steps: int | None = None,
+    budget_of: Callable[[TaskSpec], Budget] | None = None,
     token_weight: float = 0.5,
     backend_factory: Callable[[], Backend] = MobileSandbox,
     on_episode: Callable[[int, int], None] | None = None,
@@ -113,7 +117,10 @@ def evaluate(
     ``samples`` or ``max_steps`` below 1, a ``token_weight`` outside [0, 1], an empty
     ``model``."""
     _check_arguments(tasks, model, samples, max_steps, token_weight)
-    budget = budget or default_budget(max_steps)
+    budgets = {
+        task.id: (budget_of or (lambda t: default_budget(step_budget(t, max_steps))))(task)
+        for task in tasks
+    }
     started = time.monotonic()
     backend = backend_factory()
     total = len(tasks) * samples
@@ -126,7 +133,7 @@ def evaluate(
             if on_episode is not None:
                 on_episode(len(trajectories), total)
     report = _report(
-        tasks, trajectories, budget, token_weight, model, produced_by, source, samples, max_steps
+        tasks, trajectories, budgets, token_weight, model, produced_by, source, samples, max_steps
     )
     return Evaluation(report, tuple(trajectories), time.monotonic() - started)
 
@@ -172,7 +179,11 @@ def ensure_development_set(catalog: Catalog, size: int, seed: int) -> list[TaskS
 
 
 def _check_arguments(
-    tasks: Sequence[TaskSpec], model: str, samples: int, max_steps: int, token_weight: float
+    tasks: Sequence[TaskSpec],
+    model: str,
+    samples: int,
+    max_steps: int | None,
+    token_weight: float,
 ) -> None:
     if not tasks:
         raise InvalidInputError("tasks", "there is nothing to evaluate: no tasks were given")
@@ -188,6 +199,8 @@ def _check_arguments(
     if not model:
         raise InvalidInputError("model", "must not be empty")
     for name, value in (("samples", samples), ("max_steps", max_steps)):
+        if name == "max_steps" and value is None:
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidInputError(name, f"{value!r} must be an integer >= 1")
     if not 0.0 <= token_weight <= 1.0:
@@ -197,13 +210,13 @@ def _check_arguments(
 def _report(
     tasks: Sequence[TaskSpec],
     trajectories: Sequence[Trajectory],
-    budget: Budget,
+    budgets: Mapping[str, Budget],
     token_weight: float,
     model: str,
     produced_by: str,
     source: FeedbackSource,
     samples: int,
-    max_steps: int,
+    max_steps: int | None,
 ) -> FeedbackReport:
     by_task: dict[str, list[Trajectory]] = {task.fingerprint: [] for task in tasks}
     backend_errors = 0
@@ -213,7 +226,7 @@ def _report(
         else:
             by_task[trajectory.task.fingerprint].append(trajectory)
     measured = [t for t in trajectories if t.metadata.outcome is not Outcome.BACKEND_ERROR]
-    costs = {t.id: _cost(t, budget, token_weight) for t in measured}
+    costs = {t.id: _cost(t, budgets[t.task.id], token_weight) for t in measured}
     stats = [_task_stats(fp, runs, costs) for fp, runs in by_task.items() if runs]
     rates = {s.fingerprint: s.success_rate for s in stats}
     capability_rates: dict[Capability, list[float]] = {}
@@ -236,7 +249,7 @@ def _report(
         tasks=tuple(stats),
         failure_counts={f: failure_counts[f] for f in FailureType if failure_counts[f]},
         cost=_cost_stats(measured, costs),
-        notes=_notes(len(tasks), samples, max_steps, budget, token_weight, scores, backend_errors),
+        notes=_notes(tasks, samples, max_steps, budgets, token_weight, scores, backend_errors),
     )
 
 
@@ -278,25 +291,37 @@ def _cost_stats(measured: Sequence[Trajectory], costs: Mapping[str, float]) -> C
     )
 
 
+def _span(values: Sequence[int]) -> str:
+    return str(values[0]) if len(values) == 1 else f"{values[0]} to {values[-1]}"
+
+
 def _share(value: float) -> float:
     """A mean of values in [0, 1], kept there against float rounding."""
     return min(1.0, max(0.0, value))
 
 
 def _notes(
-    n_tasks: int,
+    tasks: Sequence[TaskSpec],
     samples: int,
-    max_steps: int,
-    budget: Budget,
+    max_steps: int | None,
+    budgets: Mapping[str, Budget],
     token_weight: float,
     scores: Mapping[Capability, float],
     backend_errors: int,
 ) -> str:
-    episodes = n_tasks * samples
+    episodes = len(tasks) * samples
+    steps = sorted({step_budget(t, max_steps) for t in tasks})
+    allowed = (
+        f"at most {steps[0]} steps each"
+        if len(steps) == 1
+        else f"each task's own step budget ({steps[0]} to {steps[-1]} steps)"
+    )
+    tokens = sorted({b.output_tokens for b in budgets.values()})
+    calls = sorted({b.tool_calls for b in budgets.values()})
     parts = [
-        f"development set: {n_tasks} tasks x {samples} samples = {episodes} episodes, "
-        f"at most {max_steps} steps each",
-        f"cost budget: {budget.output_tokens} output tokens, {budget.tool_calls} tool calls "
+        f"development set: {len(tasks)} tasks x {samples} samples = {episodes} episodes, "
+        + allowed,
+        f"cost budget: {_span(tokens)} output tokens, {_span(calls)} tool calls "
         f"(token weight {token_weight:g})",
     ]
     missing = [c.value for c in Capability if c not in scores]

@@ -473,8 +473,13 @@ class _Builder:
         return app + self._common
 
     def _budget(self, trajectory: Trajectory) -> int:
-        """The step budget ``trajectory`` ran under (its round's ``max_steps``; the
-        runner's default when the round is unknown): the system prompt states it."""
+        """The step budget ``trajectory`` ran under, as its system prompt states it: the
+        one it records; for a trajectory stored before budgets were recorded, its task's,
+        else its round's ``max_steps``, else the runner's default."""
+        if trajectory.metadata.max_steps is not None:
+            return trajectory.metadata.max_steps
+        if trajectory.task.max_steps is not None:
+            return trajectory.task.max_steps
         round_id = trajectory.metadata.round
         budget = self._budgets.get(round_id)
         if budget is None:

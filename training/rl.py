@@ -135,12 +135,14 @@ DevProbe = Callable[[LocalChatModel], tuple[float, float]]
 """Development success rate and mean cost of the current model (for the schedule)."""
 
 
-def rl_prompts(tasks: Sequence[TaskSpec], max_steps: int) -> datasets.Dataset:
-    """One row per task: its opening messages (the first carrying ``task_id``)."""
+def rl_prompts(tasks: Sequence[TaskSpec], settings: RlSettings) -> datasets.Dataset:
+    """One row per task: its opening messages (the first carrying ``task_id``), telling
+    the step budget its rollouts run under."""
     sandbox = MobileSandbox()
     rows = []
     for task in tasks:
-        messages: list[dict[str, Any]] = list(opening_messages(task_view(task, sandbox, max_steps)))
+        view = task_view(task, sandbox, settings.steps_for(task))
+        messages: list[dict[str, Any]] = list(opening_messages(view))
         messages[0] = {**messages[0], "task_id": task.id}
         rows.append({"prompt": messages, "task_id": task.id})
     return datasets.Dataset.from_list(rows)
@@ -166,7 +168,12 @@ def run_rl(
     torch.manual_seed(settings.seed)
     result = RlResult(final_care=settings.care)
     by_id = {t.id: t for t in tasks}
-    state = _RunState(settings, result, fingerprints={t.id: t.fingerprint for t in tasks})
+    state = _RunState(
+        settings,
+        result,
+        fingerprints={t.id: t.fingerprint for t in tasks},
+        tasks={t.id: t for t in tasks},
+    )
     policy = LocalChatModel(
         model=base.model,
         tokenizer=base.tokenizer,
@@ -196,7 +203,8 @@ def run_rl(
         loss_type="grpo",
         scale_rewards="none",
         beta=0.0,
-        max_completion_length=settings.max_new_tokens * settings.max_steps,
+        max_completion_length=settings.max_new_tokens
+        * max(settings.steps_for(task) for task in tasks),
         temperature=settings.temperature,
         seed=settings.seed,
         logging_steps=1,
@@ -214,7 +222,7 @@ def run_rl(
         model=base.model,
         reward_funcs=[_CareScorer(state)],
         args=args,
-        train_dataset=rl_prompts(tasks, settings.max_steps),
+        train_dataset=rl_prompts(tasks, settings),
         processing_class=base.tokenizer,
         rollout_func=rollout,
         callbacks=[_UpdateLog(state, policy, on_update, dev_probe)],
@@ -238,6 +246,7 @@ class _RunState:
     started: float = field(default_factory=time.perf_counter)
     previous: DevMetrics | None = None
     fingerprints: dict[str, str] = field(default_factory=dict)
+    tasks: dict[str, TaskSpec] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.care = self.settings.care
@@ -269,7 +278,7 @@ def _rollouts(
         task = tasks[prompt[0]["task_id"]]
         policy.sessions.clear()
         trajectory = run_episode(  # one sandbox for the run: its world cache serves the G resets
-            task, sandbox, policy, max_steps=settings.max_steps, stop_when_verified=True
+            task, sandbox, policy, max_steps=settings.steps_for(task), stop_when_verified=True
         )
         trace = policy.sessions[0].trace if policy.sessions else None
         if trace is None:
@@ -316,8 +325,9 @@ class _CareScorer:
                     strict=True,
                 )
             ]
-            group = care_group(rollouts, state.settings.budget, state.care)
             task_id = kwargs["task_id"][start]
+            budget = state.settings.budget_for(state.tasks.get(task_id))
+            group = care_group(rollouts, budget, state.care)
             state.result.groups.append(
                 GroupRecord(
                     update=state.update,

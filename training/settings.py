@@ -24,7 +24,14 @@ from pydantic import (
     model_validator,
 )
 
-from contract import DATASET_ID, InvalidInputError, TrainingMethod
+from contract import (
+    DATASET_ID,
+    DEFAULT_MAX_STEPS,
+    InvalidInputError,
+    TaskSpec,
+    TrainingMethod,
+    step_budget,
+)
 from contract.validation import invalid_input
 from training.care import Budget, CareConfig
 from training.hyperparameters import Hyperparameters
@@ -75,13 +82,18 @@ class RlSettings(Hyperparameters):
     epsilon_high: float = Field(default=0.28, gt=0.0, lt=1.0, description="clip above 1 + e")
     temperature: float = Field(default=1.0, gt=0.0, le=2.0, description="sampling temperature")
     max_new_tokens: int = Field(default=96, ge=1, le=16_384, description="tokens per reply")
-    max_steps: int = Field(default=8, ge=1, le=200, description="actions per episode")
+    max_steps: int | None = Field(
+        default=None,
+        ge=1,
+        le=200,
+        description="one step budget for every episode; default: the budget each task records",
+    )
     max_context: int = Field(default=8192, ge=64, le=1_048_576)
     token_budget: int | None = Field(
         default=None,
         ge=1,
         description="output tokens an episode may spend (e_i's scale); "
-        "default max_new_tokens * max_steps",
+        "default max_new_tokens * the episode's step budget",
     )
     p_low: float = Field(default=CareConfig.p_low, ge=0.0, le=1.0)
     p_high: float = Field(default=CareConfig.p_high, ge=0.0, le=1.0)
@@ -109,10 +121,18 @@ class RlSettings(Hyperparameters):
             token_weight=self.token_weight,
         )
 
-    @property
-    def budget(self) -> Budget:
-        tokens = self.token_budget or self.max_new_tokens * self.max_steps
-        return Budget(output_tokens=tokens, tool_calls=self.max_steps)
+    def steps_for(self, task: TaskSpec | None) -> int:
+        """The step budget of an episode of ``task``: the task's own unless overridden
+        (``DEFAULT_MAX_STEPS`` for no task)."""
+        if task is None:
+            return self.max_steps or DEFAULT_MAX_STEPS
+        return step_budget(task, self.max_steps)
+
+    def budget_for(self, task: TaskSpec | None) -> Budget:
+        """CARE's cost budget of an episode of ``task``: its steps, their reply tokens."""
+        steps = self.steps_for(task)
+        tokens = self.token_budget or self.max_new_tokens * steps
+        return Budget(output_tokens=tokens, tool_calls=steps)
 
 
 class TrainRequest(BaseModel):

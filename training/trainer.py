@@ -133,7 +133,7 @@ def evaluate_model(
         source=FeedbackSource.TRAINER,
         samples=request.eval_samples,
         max_steps=request.rl.max_steps,
-        budget=request.rl.budget,
+        budget_of=request.rl.budget_for,
         token_weight=request.rl.token_weight,
         on_episode=on_episode,
     )

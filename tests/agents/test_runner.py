@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
 from agents.policies.base import Decision, TaskView
+from agents.policies.chat_format import system_prompt
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
 from contract import (
+    DEFAULT_MAX_STEPS,
     Action,
     Clarify,
     FaultKind,
@@ -20,6 +24,7 @@ from contract import (
     Termination,
     ToolCall,
     Trajectory,
+    step_budget,
 )
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
@@ -69,6 +74,29 @@ def test_budget_runs_out(sandbox: MobileSandbox) -> None:
     assert trajectory.cost.output_tokens == 42
     assert trajectory.metadata.outcome is Outcome.FAILURE
     assert trajectory.metadata.failure_attribution == "state_tracking"
+
+
+@pytest.mark.parametrize("name", ["text_contact", "book_trip_and_tell"])
+def test_the_task_budget_is_told_enforced_and_recorded(sandbox: MobileSandbox, name: str) -> None:
+    task = _task(sandbox, name)
+    assert task.max_steps == max(8, 2 * len(task.reference_plan))
+    looping = FixedPolicy([ToolCall(tool="search_contacts", arguments={"query": "a"})])
+    trajectory = run_episode(task, sandbox, looping)
+    assert looping.views[-1].max_steps == task.max_steps
+    assert f"at most {task.max_steps} function calls" in system_prompt(looping.views[-1])
+    assert trajectory.cost.steps == task.max_steps == trajectory.metadata.max_steps
+    overridden = run_episode(task, sandbox, looping, max_steps=3)
+    assert overridden.cost.steps == overridden.metadata.max_steps == 3
+
+
+def test_a_task_stored_without_a_budget_keeps_its_id_and_gets_the_default() -> None:
+    task = _task(MobileSandbox())
+    stored = task.model_dump(mode="json") | {"max_steps": None}
+    del stored["max_steps"], stored["id"]
+    old = TaskSpec.model_validate(stored)
+    assert "max_steps" not in old.model_dump(mode="json")
+    assert TaskSpec.model_validate_json(old.to_json()).id == old.id
+    assert step_budget(old) == DEFAULT_MAX_STEPS and step_budget(old, 4) == 4
 
 
 def test_clarify_refuse_and_finish_end_the_episode(sandbox: MobileSandbox) -> None:

@@ -56,6 +56,7 @@ def test_the_figures_are_positive_and_consistent(bench: TrainingBenchmark) -> No
 
     assert r.rollouts == r.updates * r.group_size * r.tasks_per_update == 2
     assert r.seconds > 0 and r.rollouts_per_second == pytest.approx(r.rollouts / r.seconds)
+    assert r.max_steps is not None
     assert 0 < r.mean_output_tokens <= r.max_steps * r.max_new_tokens
     assert r.rollout_tokens_per_second == pytest.approx(
         r.mean_output_tokens * r.rollouts / r.seconds

@@ -19,7 +19,7 @@ from contract import (
     TrainingMethod,
 )
 from envs.sandbox import MobileSandbox
-from envs.sandbox.templates.catalog import sample_tasks
+from envs.sandbox.templates.catalog import instantiate, sample_tasks, template_named
 from training.care import Budget
 from training.comparison import CHAT_FORMAT, Harness, capability_rows, report_for, reusable
 from training.settings import TrainRequest
@@ -42,8 +42,7 @@ SMALL_HARNESS = Harness(
     max_new_tokens=12,
     max_context=512,
     token_weight=0.25,
-    budget_tokens=40,
-    budget_calls=3,
+    token_budget=40,
 )
 
 
@@ -95,25 +94,36 @@ def test_the_harness_is_read_from_the_training_request() -> None:
     # How it was trained is no part of how it is evaluated.
     trained_otherwise = {**SMALL, "sft": {"max_steps": 5}, "seed": 3, "dev_tasks": 2}
     assert Harness.of_model(_record(trained_otherwise)) == SMALL_HARNESS
-    assert SMALL_HARNESS.budget == Budget(output_tokens=40, tool_calls=3)
+    assert SMALL_HARNESS.budget_for(_task(9)) == Budget(output_tokens=40, tool_calls=3)
+
+
+def _task(max_steps: int | None) -> TaskSpec:
+    task = instantiate(template_named("text_contact"), 1, MobileSandbox())
+    return TaskSpec.model_validate(task.model_dump() | {"id": "", "max_steps": max_steps})
 
 
 def test_without_a_token_budget_an_episode_may_spend_every_reply() -> None:
     values = {"rl": {"max_steps": 4, "max_new_tokens": 10}}
     harness = Harness.of_model(_record(values))
-    assert (harness.budget_tokens, harness.budget_calls) == (40, 4)  # 10 tokens x 4 steps
+    assert harness.budget_for(_task(9)) == Budget(output_tokens=40, tool_calls=4)  # 10 x 4
+
+
+def test_without_a_step_override_each_task_keeps_its_own_budget() -> None:
+    harness = Harness.of_model(_record({"rl": {"max_new_tokens": 10}}))
+    assert harness.max_steps is None
+    assert harness.budget_for(_task(9)) == Budget(output_tokens=90, tool_calls=9)
+    assert harness.budget_for(_task(None)) == Budget(output_tokens=150, tool_calls=15)
 
 
 def test_a_record_with_no_hyperparameters_has_the_default_harness() -> None:
     harness = Harness.of_model(_record({}, hyperparameters={}))
     assert harness == Harness(
-        max_steps=8,
+        max_steps=None,
         samples=1,
         max_new_tokens=96,
         max_context=8192,
         token_weight=0.5,
-        budget_tokens=768,  # 96 x 8
-        budget_calls=8,
+        token_budget=None,
     )
 
 
@@ -129,8 +139,7 @@ def test_the_harness_as_the_trace_records_it() -> None:
         "max_new_tokens": 12,
         "max_context": 512,
         "token_weight": 0.25,
-        "budget_tokens": 40,
-        "budget_calls": 3,
+        "token_budget": 40,
         "policy": "greedy local model",
         "chat_format": CHAT_FORMAT,
     }

@@ -29,6 +29,7 @@ from contract import (
     TaskSpec,
     default_plan,
     parse_feedback_report,
+    step_budget,
 )
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
@@ -132,13 +133,15 @@ def test_a_policy_that_always_succeeds_scores_one_everywhere(dev_tasks: list[Tas
     assert report.failure_counts == {}
     assert [s.fingerprint for s in report.tasks] == [t.fingerprint for t in dev_tasks]
     assert all((s.attempts, s.successes, s.failures) == (2, 2, {}) for s in report.tasks)
-    # cost e = 0.5 * 0 output tokens / 3840 + 0.5 * tool calls / 15 (the default budget)
+    # cost e = 0.5 * 0 output tokens + 0.5 * tool calls / the task's own step budget
     calls = [TEMPLATES[str(t.template)][1] for t in dev_tasks]
-    assert [s.mean_cost for s in report.tasks] == pytest.approx([0.5 * c / 15 for c in calls])
+    budgets = [step_budget(t) for t in dev_tasks]
+    costs = [0.5 * c / b for c, b in zip(calls, budgets, strict=True)]
+    assert [s.mean_cost for s in report.tasks] == pytest.approx(costs)
     assert report.cost.mean_tool_calls == pytest.approx(sum(calls) / 7)
     assert report.cost.mean_steps == pytest.approx(sum(calls) / 7)  # verified: no finish step
     assert report.cost.mean_output_tokens == 0.0
-    assert report.cost.mean_cost == pytest.approx(0.5 * sum(calls) / 7 / 15)
+    assert report.cost.mean_cost == pytest.approx(sum(costs) / 7)
     assert len(result.trajectories) == 14 and result.seconds > 0
     assert seen == [(i, 14) for i in range(1, 15)]
     assert "7 tasks x 2 samples = 14 episodes" in report.notes
@@ -254,8 +257,12 @@ def test_an_evaluation_where_every_episode_hits_a_backend_error_measures_nothing
 def test_the_same_tasks_give_the_same_numbers_every_time(dev_tasks: list[TaskSpec]) -> None:
     policy = GivesUpOn(frozenset({SUBAGENT}))
     budget = Budget(output_tokens=10, tool_calls=4)
-    first = evaluate(policy, dev_tasks, model="m", budget=budget, token_weight=0.0).report
-    second = evaluate(policy, dev_tasks, model="m", budget=budget, token_weight=0.0).report
+    first = evaluate(
+        policy, dev_tasks, model="m", budget_of=lambda _: budget, token_weight=0.0
+    ).report
+    second = evaluate(
+        policy, dev_tasks, model="m", budget_of=lambda _: budget, token_weight=0.0
+    ).report
 
     assert first.model_dump(exclude={"id", "created_at"}) == second.model_dump(
         exclude={"id", "created_at"}

@@ -51,7 +51,9 @@ def test_the_reward_function_hands_trl_care_advantages_group_by_group() -> None:
         Regime.EFFICIENCY,
     ]
     for g, group in enumerate(groups):
-        expected = care_group([Rollout(*r) for r in group], settings.budget, settings.care)
+        expected = care_group(
+            [Rollout(*r) for r in group], settings.budget_for(None), settings.care
+        )
         part = scores[4 * g : 4 * g + 4]
         assert part == list(expected.advantages)
         # TRL with scale_rewards="none" subtracts the group mean: CARE's sum to zero.
@@ -133,7 +135,7 @@ def test_a_short_rl_run_changes_the_model_and_records_care_rewards(tmp_path: Pat
     changed = [n for n, p in base.model.named_parameters() if not torch.equal(p, before[n])]
     assert changed, "updates with non-zero advantages must move the weights"
     assert Regime.EFFICIENCY in result.regimes_met
-    budget = settings.budget
+    budget = settings.budget_for(None)
     for group in result.groups:
         care = group.care
         for s, p, e, r, tokens in zip(
@@ -150,7 +152,7 @@ def test_a_short_rl_run_changes_the_model_and_records_care_rewards(tmp_path: Pat
                 assert math.isclose(r, float(s) + care.lambda_prog * p)
             else:
                 assert r == float(s)
-            assert tokens <= settings.max_new_tokens * settings.max_steps
+            assert tokens <= budget.output_tokens
             # The cost is the recorded tokens' share of the budget plus the calls' share.
             token_part = care.token_weight * min(1.0, tokens / budget.output_tokens)
             assert token_part - 1e-12 <= e <= token_part + (1.0 - care.token_weight) + 1e-12

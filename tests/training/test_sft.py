@@ -20,7 +20,7 @@ from trl.trainer.sft_trainer import SFTTrainer
 from agents.policies.chat_format import task_view, template_messages, trajectory_conversation
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
-from contract import InvalidInputError, Split
+from contract import InvalidInputError, Split, step_budget
 from curation.attribution import erroneous_steps
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
@@ -353,7 +353,7 @@ def test_real_episodes_are_masked_turn_by_turn_and_train(tmp_path: Path) -> None
         trajectory = run_episode(task, sandbox, policy)
         conversation = trajectory_conversation(
             trajectory,
-            task_view(task, sandbox, 15),
+            task_view(task, sandbox, step_budget(task)),
             masked_steps=erroneous_steps(trajectory.steps),
         )
         messages = template_messages(conversation.messages)
@@ -373,9 +373,11 @@ def test_real_episodes_are_masked_turn_by_turn_and_train(tmp_path: Path) -> None
         expected = "".join(_body(row["messages"], k, row["tools"]) for k in trained)
         assert _masked_text(tokenizer, ids, mask) == expected
     base = _tiny(tokenizer)
-    settings = SftSettings(max_steps=1, batch_size=2, max_length=4096)  # rows of ~3000 tokens
+    settings = SftSettings(max_steps=1, batch_size=2, max_length=8192)  # rows of 3000-5000 tokens
     result = run_sft(base, dataset, settings, tmp_path)
-    assert (result.steps, result.rows_used, result.rows_dropped) == (1, 8, 0)
+    untrained = sum(not any(row["trained"]) for row in rows)  # every turn was erroneous
+    assert untrained < len(rows)
+    assert (result.steps, result.rows_used, result.rows_dropped) == (1, 8 - untrained, untrained)
 
 
 # -- settings ----------------------------------------------------------------------------

@@ -37,6 +37,7 @@ chosen by the fingerprint, so the choice never depends on who samples."""
 
 CANDIDATE_TOOLS = {Difficulty.EASY: 6, Difficulty.MEDIUM: 10, Difficulty.HARD: MAX_CANDIDATE_TOOLS}
 MAX_SAMPLING_TRIES = 200
+MIN_STEP_BUDGET = 8
 HARMLESS_CHANGES = (
     AllowedChange(
         collection="memory.facts",
@@ -102,7 +103,14 @@ def instantiate(
         template=template.name,
         params=values,
         split=split_of(template, fingerprint),
+        max_steps=step_budget_for(draft.plan),
     )
+
+
+def step_budget_for(plan: Sequence[Action]) -> int:
+    """Twice the reference plan's actions, and at least ``MIN_STEP_BUDGET``: room to look
+    things up, recover from an error and finish, without room to wander."""
+    return max(MIN_STEP_BUDGET, 2 * len(plan))
 
 
 def collateral_check(

@@ -257,7 +257,7 @@ def checking_balance(world: Collections, p: Params) -> Draft:
             ToolCall(tool="get_balance", arguments={}),
             Finish(answer=f"Your {account['name']} account holds {amount} EUR."),
         ],
-        checks=[AnswerCheck(contains=(amount,), shown=(amount,))],
+        checks=[AnswerCheck(contains=(amount,), shown=(account["id"],))],
     )
 
 
