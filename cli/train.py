@@ -115,8 +115,13 @@ def _summary_text(summary: dict[str, Any]) -> str:
             f"Model {summary['model_id']} ({summary['name']}) is registered.",
             f"Trained by {summary['method']} on {summary['dataset_id']}; weights: "
             f"{summary['path']}",
-            f"Development set: Overall {'n/a' if overall is None else f'{overall:.3f}'}; "
-            f"feedback report {summary['feedback_id']} (the next round plans from it).",
+            f"Development set: Overall {_score(overall)}"
+            + "".join(
+                f", {part} templates {_score(value)}"
+                for part, value in summary.get("parts", {}).items()
+            )
+            + f"; feedback report {summary['feedback_id']} (the next round plans from it).",
+            str(summary.get("development_notes", "")),
             "",
             table(("capability", "success"), scores),
             "",
@@ -164,6 +169,10 @@ def models_show(model_id: str, as_json: JsonFlag = False) -> None:
         emit_json(data)
         return
     typer.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _score(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def _overall(metrics: dict[str, float]) -> str:

@@ -60,8 +60,10 @@ class LateFields(BaseModel):
     def _omit_late_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
         if isinstance(data, dict):
+            fields = type(self).model_fields
             for name in self.late_fields:
-                if name in data and getattr(self, name) == type(self).model_fields[name].default:
+                default = fields[name].get_default(call_default_factory=True)
+                if name in data and getattr(self, name) == default:
                     del data[name]
         return data
 

@@ -17,7 +17,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import AwareDatetime, ConfigDict, Field, JsonValue, model_validator
 
-from contract.base import IdentifiedRecord, Record
+from contract.base import IdentifiedRecord, LateFields, Record
 from contract.errors import InvalidInputError
 
 
@@ -123,12 +123,13 @@ _CHAMPION_CHANGED = frozenset({DeploymentDecision.PROMOTED, DeploymentDecision.R
 Reason = Annotated[str, Field(min_length=1, pattern=r"\S")]
 
 
-class DeploymentRecord(IdentifiedRecord):
+class DeploymentRecord(IdentifiedRecord, LateFields):
     """One deployment decision and its trace: what was evaluated, against what, under which
     harness, served where, decided how."""
 
     model_config = ConfigDict(allow_inf_nan=False)
     id_prefix: ClassVar[str] = "dep"
+    late_fields: ClassVar[frozenset[str]] = frozenset({"overall_interval"})
 
     id: str = Field(
         default="",
@@ -170,6 +171,11 @@ class DeploymentRecord(IdentifiedRecord):
     overall_gain: float | None = Field(
         default=None,
         description="the candidate's development Overall minus the champion's; finite",
+    )
+    overall_interval: tuple[float, float] | None = Field(
+        default=None,
+        description="the paired bootstrap interval of overall_gain over the development "
+        "tasks (training/promotion.py), when there was a champion",
     )
     rule: dict[str, float] = Field(
         default_factory=dict,

@@ -13,7 +13,9 @@ a field of another version may mean something else.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -26,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from contract.base import IdentifiedRecord, Record
+from contract.base import IdentifiedRecord, LateFields, Record
 from contract.enums import Capability, FailureType
 from contract.errors import InvalidInputError
 from contract.ids import FINGERPRINT
@@ -41,6 +43,16 @@ DEFAULT_MAX_REPORT_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_REPORT_TASKS = 100_000
 """The most ``tasks`` entries a report may have (``[feedback] max_tasks``)."""
 MAX_TASKS_CONTEXT = "max_tasks"
+
+OVERALL_WEIGHTS: Mapping[Capability, float] = MappingProxyType(
+    {
+        Capability.TOOL_USE: 0.5,
+        Capability.MEMORY: 0.2,
+        Capability.SKILLS: 0.2,
+        Capability.SUBAGENT: 0.1,
+    }
+)
+"""MobilePA-style weights of the Overall score."""
 
 Share = Annotated[float, Field(strict=True, ge=0.0, le=1.0)]
 Count = Annotated[int, Field(strict=True, ge=0)]
@@ -132,11 +144,31 @@ class CostStats(Record):
     )
 
 
-class FeedbackReport(IdentifiedRecord):
+DevelopmentPart = Literal["seen", "unseen"]
+"""``seen``: held-out parameter draws of training templates (reachable by imitation);
+``unseen``: held-out templates (generalisation)."""
+
+
+class PartScores(Record):
+    """The scores of one labelled part of the development set."""
+
+    model_config = _FINITE
+
+    tasks: Count = Field(description="measured tasks of the part")
+    capability_scores: dict[Capability, Share] = Field(
+        default_factory=dict, description="success rate per capability, as for the whole set"
+    )
+    overall: float | None = Field(
+        strict=True, default=None, ge=0.0, le=1.0, description="the part's Overall"
+    )
+
+
+class FeedbackReport(IdentifiedRecord, LateFields):
     """What one training run, evaluation or deployment period says about the policy."""
 
     model_config = _FINITE
     id_prefix: ClassVar[str] = "fb"
+    late_fields: ClassVar[frozenset[str]] = frozenset({"parts"})
 
     id: str = Field(
         default="",
@@ -177,6 +209,11 @@ class FeedbackReport(IdentifiedRecord):
         description="attributed failures by type over everything the report covers",
     )
     cost: CostStats = Field(description="mean cost of an attempt over everything covered")
+    parts: dict[DevelopmentPart, PartScores] = Field(
+        default_factory=dict,
+        description="the development set's labelled parts (seen: held-out draws of training "
+        "templates; unseen: held-out templates), each scored on its own",
+    )
     notes: str = Field(default="", max_length=10_000, description="free text for people")
 
     @model_validator(mode="before")

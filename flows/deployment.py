@@ -23,7 +23,7 @@ No ``from __future__ import annotations``: Prefect validates a deployment run's
 parameters against these annotations (see ``flows/trainer.py``).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -39,6 +39,7 @@ from pydantic import Field
 
 from contract import (
     MODEL_REF,
+    Capability,
     DeploymentDecision,
     DeploymentRecord,
     FeedbackReport,
@@ -82,6 +83,8 @@ class Contest:
     tasks: int
     reused: tuple[str, ...]
     """Ids of the models whose registered report stood for a new evaluation."""
+    capabilities: dict[str, tuple[Capability, ...]] = field(default_factory=dict)
+    """Per development task fingerprint: what the paired interval weighs it by."""
 
 
 @flow(name="deployment")
@@ -105,6 +108,7 @@ def deployment(
         max_capability_drop=(
             section.max_capability_drop if max_capability_drop is None else max_capability_drop
         ),
+        min_interval_low=section.min_interval_low,
     )
     record = run_deployment(
         settings,
@@ -201,6 +205,7 @@ def evaluate_task(
         harness=harness,
         tasks=len(tasks),
         reused=tuple(reused),
+        capabilities={t.fingerprint: t.capabilities for t in tasks},
     )
 
 
@@ -208,7 +213,9 @@ def evaluate_task(
 def gate_task(contest: Contest, rule: PromotionRule) -> PromotionDecision:
     if contest.champion is not None and contest.champion.id == contest.candidate.id:
         return PromotionDecision(False, 0.0, {}, (f"{contest.candidate.id} is the champion",))
-    return decide_promotion(contest.candidate_report, contest.champion_report, rule)
+    return decide_promotion(
+        contest.candidate_report, contest.champion_report, rule, contest.capabilities
+    )
 
 
 @task(name="serve", cache_policy=NO_CACHE)
@@ -387,9 +394,14 @@ def _trace(
         candidate_report_id=contest.candidate_report.id,
         champion_report_id=contest.champion_report.id if contest.champion_report else None,
         overall_gain=decision.overall_gain,
+        overall_interval=(
+            (decision.interval.low, decision.interval.high) if decision.interval else None
+        ),
         rule={
             "min_overall_gain": rule.min_overall_gain,
             "max_capability_drop": rule.max_capability_drop,
+            "min_interval_low": rule.min_interval_low,
+            "confidence": rule.confidence,
         },
         harness={
             **contest.harness.to_json(),

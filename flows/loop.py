@@ -38,6 +38,7 @@ from contract import (
     ModelRecord,
     TrainingMethod,
 )
+from envs.sandbox.templates.development import DEFAULT_DEV_TASKS
 from flows.deployment import deployment
 from flows.round import flywheel_round
 from flows.servers.model import ModelServer
@@ -76,7 +77,7 @@ def loop(
     method: TrainingMethod = TrainingMethod.SFT_RL,
     sft: SftSettings | None = None,
     rl: RlSettings | None = None,
-    dev_tasks: Annotated[int, Field(ge=1)] = 16,
+    dev_tasks: Annotated[int, Field(ge=1)] = DEFAULT_DEV_TASKS,
     seed: Annotated[int, Field(ge=0)] = 0,
 ) -> dict[str, Any]:
     """``rounds`` turns of round → train → deploy (module docstring). ``tasks`` per

@@ -399,6 +399,13 @@ class DeploymentSettings(Section):
     max_capability_drop: float = Field(
         default=0.02, ge=0, le=1, description="epsilon: how much a capability may regress"
     )
+    min_interval_low: float = Field(
+        default=0.0,
+        ge=-1,
+        le=1,
+        description="the lowest the paired 95% interval of the Overall gain may reach; "
+        "0: no plausible resample makes the candidate worse, -1: ignore the interval",
+    )
     approval: ApprovalMode = Field(
         default="auto",
         description="auto: the gate decides; person: a promotion the gate allows waits for "

@@ -26,6 +26,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
 from contract import FeedbackReport, ModelRecord, TaskSpec, TrainingMethod
+from envs.sandbox.templates.development import DEFAULT_DEV_TASKS
 from flows.settings import catalog_path, load_settings
 from storage import Catalog
 from training import rl as rl_training
@@ -179,7 +180,7 @@ def trainer(
     method: TrainingMethod = TrainingMethod.SFT_RL,
     sft: SftSettings | None = None,
     rl: RlSettings | None = None,
-    dev_tasks: int = 16,
+    dev_tasks: int = DEFAULT_DEV_TASKS,
     eval_samples: int = 1,
     seed: int = 0,
     deploy: bool = False,
@@ -215,6 +216,8 @@ def trainer(
         "feedback_id": report.id,
         "overall": report.overall,
         "capability_scores": {c.value: s for c, s in report.capability_scores.items()},
+        "parts": {part: scores.overall for part, scores in report.parts.items()},
+        "development_notes": report.notes,
         "metrics": record.metrics,
         "flow_run_id": record.flow_run_id,
     }
@@ -237,6 +240,20 @@ def run_training(home: Path, request: TrainRequest) -> tuple[ModelRecord, Feedba
     return record, evaluation.report
 
 
+def _parts(report: FeedbackReport) -> str:
+    """``seen templates 0.412, unseen templates 0.200``."""
+
+    def shown(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.3f}"
+
+    return (
+        ", ".join(
+            f"{part} templates {shown(scores.overall)}" for part, scores in report.parts.items()
+        )
+        or "no labelled parts"
+    )
+
+
 def _publish(record: ModelRecord, curves: Curves, report: FeedbackReport) -> None:
     figures = "\n\n".join(
         markdown_figure(svg, title.replace("_", " ")) for title, svg in curves.plots().items()
@@ -247,8 +264,8 @@ def _publish(record: ModelRecord, curves: Curves, report: FeedbackReport) -> Non
         markdown=(
             f"# {record.name}\n\n"
             f"Model `{record.id}` trained by `{record.method.value}` on `{record.dataset_id}` "
-            f"from `{record.base}`; development Overall **{overall}**; "
-            f"feedback report `{report.id}`.\n\n{figures}\n"
+            f"from `{record.base}`; development Overall **{overall}** ({_parts(report)}); "
+            f"feedback report `{report.id}`.\n\n{report.notes}\n\n{figures}\n"
         ),
         description="Training curves and the development-set result",
     )
@@ -258,7 +275,11 @@ def _publish(record: ModelRecord, curves: Curves, report: FeedbackReport) -> Non
             {"capability": c.value, "success": round(s, 4)}
             for c, s in report.capability_scores.items()
         ]
-        + [{"capability": "overall", "success": report.overall}],
+        + [{"capability": "overall", "success": report.overall}]
+        + [
+            {"capability": f"overall, {part} templates", "success": scores.overall}
+            for part, scores in report.parts.items()
+        ],
         description="Development-set success per capability (MobilePA-style Overall)",
     )
     if curves.rl is not None:

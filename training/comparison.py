@@ -183,4 +183,15 @@ def capability_rows(
             "champion": champion.overall if champion else None,
         }
     )
+    for part in ("seen", "unseen"):
+        ours = candidate.parts.get(part)
+        theirs = champion.parts.get(part) if champion else None
+        if ours is not None or theirs is not None:
+            rows.append(
+                {
+                    "capability": f"overall, {part} templates",
+                    "candidate": ours.overall if ours else None,
+                    "champion": theirs.overall if theirs else None,
+                }
+            )
     return rows

@@ -19,6 +19,8 @@ they carry, every time a model is evaluated) and summarizes the episodes as a
   When a capability was not measured, its weight is dropped and the others are
   renormalized to sum to 1 (the notes name the capabilities left out); None when none
   was measured.
+- ``parts``: the same scores for each labelled part of the development set, ``seen``
+  (held-out draws of training templates) and ``unseen`` (held-out templates).
 - ``cost``: means over the attempts; the normalized cost is CARE's ``execution_cost``
   against the episode's budget (``budget_of(task)``; by default ``default_budget`` of the
   step budget: ``TOKENS_PER_STEP`` = 256 output tokens and one tool call per step).
@@ -40,13 +42,16 @@ from agents.policies.base import Policy
 from agents.runner import run_episode
 from contract import (
     FEEDBACK_FORMAT_VERSION,
+    OVERALL_WEIGHTS,
     Capability,
     CostStats,
     FailureType,
     FeedbackReport,
     FeedbackSource,
     InvalidInputError,
+    MixTarget,
     Outcome,
+    PartScores,
     Split,
     TaskSpec,
     TaskStats,
@@ -55,17 +60,14 @@ from contract import (
 )
 from envs.backend import Backend
 from envs.sandbox import MobileSandbox
-from envs.sandbox.templates.catalog import sample_tasks
+from envs.sandbox.templates.development import (
+    DEFAULT_DEV_TASKS,
+    PARTS,
+    draw_development_set,
+    part_of,
+)
 from storage import Catalog
 from training.care import Budget, Rollout, execution_cost
-
-OVERALL_WEIGHTS: Mapping[Capability, float] = {
-    Capability.TOOL_USE: 0.5,
-    Capability.MEMORY: 0.2,
-    Capability.SKILLS: 0.2,
-    Capability.SUBAGENT: 0.1,
-}
-"""MobilePA-style weights of the overall score."""
 
 TOKENS_PER_STEP = 256
 """Output tokens a step may spend before it counts as costly: a tool call with its
@@ -159,22 +161,25 @@ def development_tasks(catalog: Catalog) -> list[TaskSpec]:
     return [chosen[fp] for fp in sorted(chosen)]
 
 
-def ensure_development_set(catalog: Catalog, size: int, seed: int) -> list[TaskSpec]:
-    """The catalog's development set, storing one first when it has none: about ``size``
-    development-split instances of the sandbox's templates drawn with ``seed``, as many
-    per capability (fewer when draws repeat a fingerprint), kept from then on, so every
-    model is evaluated on the same tasks with the same seeds. Rounds never construct
-    development tasks (the constructor refuses their fingerprints), so a training
-    dataset cannot hold one."""
+def ensure_development_set(
+    catalog: Catalog, size: int, seed: int, target: MixTarget | None = None
+) -> list[TaskSpec]:
+    """The catalog's development set, storing one first when it has none: ``size``
+    development tasks drawn with ``seed``, stratified by capability x difficulty in
+    proportion to ``target`` (even when None) in a seen and an unseen part
+    (``envs.sandbox.templates.development``), kept from then on, so every model is
+    evaluated on the same tasks with the same seeds. Rounds never construct development
+    tasks (the constructor refuses their fingerprints), so a training dataset cannot
+    hold one."""
     if not catalog.fingerprints(Split.DEV):
-        if size < 1:
-            raise InvalidInputError("dev_tasks", f"{size} is below 1")
-        sandbox = MobileSandbox()
-        tasks: list[TaskSpec] = []
-        for i, capability in enumerate(OVERALL_WEIGHTS):
-            n = size // len(OVERALL_WEIGHTS) + (i < size % len(OVERALL_WEIGHTS))
-            tasks += sample_tasks(n, seed + i, sandbox, capability=capability, split=Split.DEV)
-        catalog.add_tasks(None, tasks)
+        drawn = draw_development_set(
+            size,
+            seed,
+            MobileSandbox(),
+            capability_mix=target.capability if target else None,
+            difficulty_mix=target.difficulty if target else None,
+        )
+        catalog.add_tasks(None, drawn.tasks)
     return development_tasks(catalog)
 
 
@@ -229,12 +234,8 @@ def _report(
     costs = {t.id: _cost(t, budgets[t.task.id], token_weight) for t in measured}
     stats = [_task_stats(fp, runs, costs) for fp, runs in by_task.items() if runs]
     rates = {s.fingerprint: s.success_rate for s in stats}
-    capability_rates: dict[Capability, list[float]] = {}
-    for task in tasks:
-        if task.fingerprint in rates:
-            for capability in task.capabilities:
-                capability_rates.setdefault(capability, []).append(rates[task.fingerprint])
-    scores = {c: fmean(capability_rates[c]) for c in Capability if c in capability_rates}
+    scores = capability_scores(tasks, rates)
+    parts = {part: _part_scores([t for t in tasks if part_of(t) == part], rates) for part in PARTS}
     failure_counts: Counter[FailureType] = Counter()
     for s in stats:
         failure_counts.update(s.failures)
@@ -249,8 +250,27 @@ def _report(
         tasks=tuple(stats),
         failure_counts={f: failure_counts[f] for f in FailureType if failure_counts[f]},
         cost=_cost_stats(measured, costs),
+        parts={part: scores for part, scores in parts.items() if scores.tasks},
         notes=_notes(tasks, samples, max_steps, budgets, token_weight, scores, backend_errors),
     )
+
+
+def capability_scores(
+    tasks: Sequence[TaskSpec], rates: Mapping[str, float]
+) -> dict[Capability, float]:
+    """Per capability, the mean success rate of the measured tasks that have it."""
+    by_capability: dict[Capability, list[float]] = {}
+    for task in tasks:
+        if task.fingerprint in rates:
+            for capability in task.capabilities:
+                by_capability.setdefault(capability, []).append(rates[task.fingerprint])
+    return {c: fmean(by_capability[c]) for c in Capability if c in by_capability}
+
+
+def _part_scores(tasks: Sequence[TaskSpec], rates: Mapping[str, float]) -> PartScores:
+    scores = capability_scores(tasks, rates)
+    measured = sum(t.fingerprint in rates for t in tasks)
+    return PartScores(tasks=measured, capability_scores=scores, overall=overall_score(scores))
 
 
 def _cost(trajectory: Trajectory, budget: Budget, token_weight: float) -> float:
@@ -318,12 +338,18 @@ def _notes(
     )
     tokens = sorted({b.output_tokens for b in budgets.values()})
     calls = sorted({b.tool_calls for b in budgets.values()})
+    counts = {part: sum(part_of(t) == part for t in tasks) for part in PARTS}
     parts = [
-        f"development set: {len(tasks)} tasks x {samples} samples = {episodes} episodes, "
-        + allowed,
+        f"development set: {len(tasks)} tasks ({counts['seen']} of seen templates, "
+        f"{counts['unseen']} of unseen ones) x {samples} samples = {episodes} episodes, " + allowed,
         f"cost budget: {_span(tokens)} output tokens, {_span(calls)} tool calls "
         f"(token weight {token_weight:g})",
     ]
+    if len(tasks) < DEFAULT_DEV_TASKS:
+        parts.append(
+            f"smaller than the default development set of {DEFAULT_DEV_TASKS} tasks "
+            "(set by dev_tasks): one task moves a capability's score by more"
+        )
     missing = [c.value for c in Capability if c not in scores]
     if scores and missing:
         parts.append(

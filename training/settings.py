@@ -33,6 +33,7 @@ from contract import (
     step_budget,
 )
 from contract.validation import invalid_input
+from envs.sandbox.templates.development import DEFAULT_DEV_TASKS
 from training.care import Budget, CareConfig
 from training.hyperparameters import Hyperparameters
 
@@ -150,7 +151,11 @@ class TrainRequest(BaseModel):
     sft: SftSettings = Field(default_factory=SftSettings)
     rl: RlSettings = Field(default_factory=RlSettings)
     dev_tasks: int = Field(
-        default=16, ge=1, le=10_000, description="development tasks stored when none exist"
+        default=DEFAULT_DEV_TASKS,
+        ge=1,
+        le=10_000,
+        description="development tasks stored when none exist (a smaller set is stated in "
+        "every report)",
     )
     dev_seed: int = Field(default=7, ge=0, description="seed of that development set")
     eval_samples: int = Field(default=1, ge=1, le=64, description="episodes per dev task")

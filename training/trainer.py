@@ -106,7 +106,8 @@ def out_of_memory_guard(stage: str, advice: str) -> Iterator[None]:
 
 
 def development_set(catalog: Catalog, request: TrainRequest) -> list[TaskSpec]:
-    return ensure_development_set(catalog, request.dev_tasks, request.dev_seed)
+    target = catalog.get_dataset(request.dataset_id).target
+    return ensure_development_set(catalog, request.dev_tasks, request.dev_seed, target)
 
 
 def evaluate_model(

@@ -13,6 +13,7 @@ import pytest
 from agents.policies.base import Decision, PolicySession, TaskView
 from agents.policies.scripted import ScriptedPolicy
 from contract import (
+    OVERALL_WEIGHTS,
     Action,
     Capability,
     ErrorKind,
@@ -33,11 +34,11 @@ from contract import (
 )
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
+from envs.sandbox.templates.development import draw_development_set, part_of
 from flows.planning import plan_from_catalog
 from storage import Catalog
 from training.care import Budget
 from training.evaluate import (
-    OVERALL_WEIGHTS,
     default_budget,
     development_tasks,
     evaluate,
@@ -144,7 +145,9 @@ def test_a_policy_that_always_succeeds_scores_one_everywhere(dev_tasks: list[Tas
     assert report.cost.mean_cost == pytest.approx(sum(costs) / 7)
     assert len(result.trajectories) == 14 and result.seconds > 0
     assert seen == [(i, 14) for i in range(1, 15)]
-    assert "7 tasks x 2 samples = 14 episodes" in report.notes
+    assert (
+        "7 tasks (1 of seen templates, 6 of unseen ones) x 2 samples = 14 episodes" in report.notes
+    )
     assert "no backend errors" in report.notes
     assert parse_feedback_report(report.to_json()) == report
 
@@ -373,3 +376,40 @@ def test_the_next_round_plans_from_the_evaluation(
     assert plan.quota_total + plan.repair_total == 24
     # development tasks are known to the catalog: never replayed, nor sent to curation
     assert (plan.replays, plan.preserve, plan.recurate) == ((), (), ())
+
+
+@dataclass
+class OnlyImitates:
+    """The reference policy on tasks of training templates; gives up on held-out ones."""
+
+    @property
+    def info(self) -> PolicyInfo:
+        return PolicyInfo(name="imitator", version="1")
+
+    def start(self, task: TaskSpec, view: TaskView) -> PolicySession:
+        if part_of(task) == "unseen":
+            return GiveUpSession()
+        return ScriptedPolicy().start(task, view)
+
+
+def test_the_seen_and_unseen_parts_are_scored_on_their_own() -> None:
+    tasks = list(draw_development_set(12, 2, MobileSandbox()).tasks)
+    report = evaluate(OnlyImitates(), tasks, model="m").report
+    seen, unseen = report.parts["seen"], report.parts["unseen"]
+    assert (seen.tasks, unseen.tasks) == (9, 3)
+    assert seen.overall == 1.0 and set(seen.capability_scores.values()) == {1.0}
+    assert unseen.overall == 0.0
+    assert report.overall is not None and 0.0 < report.overall < 1.0
+    assert "12 tasks (9 of seen templates, 3 of unseen ones)" in report.notes
+    assert "smaller than the default development set of 120 tasks" in report.notes
+    assert parse_feedback_report(report.to_json()) == report
+
+
+def test_a_report_without_parts_keeps_the_id_it_was_stored_with() -> None:
+    example = (
+        Path(__file__).parents[2] / "docs" / "examples" / "feedback-report.json"
+    ).read_bytes()
+    report = parse_feedback_report(example)
+    assert report.parts == {}
+    assert "parts" not in report.model_dump(mode="json")
+    assert parse_feedback_report(report.to_json()).id == report.id

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from typing import overload
 
 from pydantic import JsonValue
 
@@ -65,17 +66,43 @@ def split_of(template: TaskTemplate, fingerprint: str) -> Split:
     return Split.DEV if held_out else Split.TRAIN
 
 
+@overload
 def instantiate(
     template: TaskTemplate,
     seed: int,
     sandbox: MobileSandbox,
     params: Mapping[str, JsonValue] | None = None,
     variant: int = 0,
-) -> TaskSpec:
+    split: None = None,
+) -> TaskSpec: ...
+
+
+@overload
+def instantiate(
+    template: TaskTemplate,
+    seed: int,
+    sandbox: MobileSandbox,
+    params: Mapping[str, JsonValue] | None = None,
+    variant: int = 0,
+    *,
+    split: Split,
+) -> TaskSpec | None: ...
+
+
+def instantiate(
+    template: TaskTemplate,
+    seed: int,
+    sandbox: MobileSandbox,
+    params: Mapping[str, JsonValue] | None = None,
+    variant: int = 0,
+    split: Split | None = None,
+) -> TaskSpec | None:
     """Build one task; ``params`` fixes some or all parameters (others are drawn).
 
     Parameters are drawn from ``seed`` and ``variant``: many variants over one seeded
-    world reuse the cached world instead of generating a new one per task.
+    world reuse the cached world instead of generating a new one per task. With
+    ``split``, a draw in the other split is None, found before its tools are recalled
+    and its collateral check rehearsed (samplers of one split skip most of the cost).
     """
     world = sandbox.build_world(seed)
     stream = f"{seed}:{template.name}" + (f":{variant}" if variant else "")
@@ -85,6 +112,9 @@ def instantiate(
     if "{" in draft.goal or len(draft.goal.split()) < 3:
         raise InvalidInputError("goal", f"template {template.name} produced a malformed goal")
     fingerprint = task_fingerprint(template.name, values, draft.goal)
+    task_split = split_of(template, fingerprint)
+    if split is not None and task_split is not split:
+        return None
     needed = [a.tool for a in draft.plan if isinstance(a, ToolCall)] + draft.extra_tools
     tools = recall_tools(sandbox, needed, template, random.Random(f"{seed}:{fingerprint}"))
     conditions = InitialConditions(seed=seed, setup=tuple(draft.setup))
@@ -102,7 +132,7 @@ def instantiate(
         source=TaskSource.TEMPLATE,
         template=template.name,
         params=values,
-        split=split_of(template, fingerprint),
+        split=task_split,
         max_steps=step_budget_for(draft.plan),
     )
 
@@ -171,7 +201,12 @@ def sample_tasks(
     difficulty: Difficulty | None = None,
     split: Split | None = None,
 ) -> list[TaskSpec]:
-    """``n`` tasks drawn from the seed: the same arguments always give the same tasks."""
+    """``n`` tasks drawn from the seed: the same arguments always give the same tasks.
+
+    Each task's template is drawn once, evenly from the eligible ones; only its seed is
+    drawn again until the task falls in ``split``. (Redrawing the template as well would
+    favour the templates whose every draw is in the split: the held-out ones.) A template
+    that yields no task of the split in ``MAX_SAMPLING_TRIES`` draws is left out."""
     if n < 0:
         raise InvalidInputError("n", "must be >= 0")
     pool = eligible_templates(capability, difficulty)
@@ -181,14 +216,21 @@ def sample_tasks(
         raise InvalidInputError("filters", "no template matches capability, difficulty and split")
     rng = random.Random(seed)
     tasks: list[TaskSpec] = []
-    for _ in range(n):
+    while len(tasks) < n:
+        if not pool:
+            raise InvalidInputError("split", f"could not draw a {split} task from the filters")
+        template = rng.choice(pool)
         for _ in range(MAX_SAMPLING_TRIES):
-            task = instantiate(rng.choice(pool), rng.randrange(2**31), sandbox)
-            if split is None or task.split is split:
+            seed_of_task = rng.randrange(2**31)
+            if split is None:
+                tasks.append(instantiate(template, seed_of_task, sandbox))
+                break
+            task = instantiate(template, seed_of_task, sandbox, split=split)
+            if task is not None:
                 tasks.append(task)
                 break
         else:
-            raise InvalidInputError("split", f"could not draw a {split} task from the filters")
+            pool = [t for t in pool if t is not template]
     return tasks
 
 

@@ -1,0 +1,81 @@
+"""The development set: stratified, two labelled parts, drawn without favouring held-out
+templates, the same for the same seed."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from contract import Capability, InvalidInputError, Split
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import sample_tasks, template_named
+from envs.sandbox.templates.development import (
+    DevelopmentSet,
+    draw_development_set,
+    part_of,
+)
+from envs.sandbox.templates.registry import ALL_TEMPLATES
+
+SANDBOX = MobileSandbox()
+
+
+@pytest.fixture(scope="module")
+def default_set() -> DevelopmentSet:
+    return draw_development_set(120, 7, SANDBOX)
+
+
+def test_the_default_set_has_120_distinct_development_tasks_in_two_parts(
+    default_set: DevelopmentSet,
+) -> None:
+    tasks = default_set.tasks
+    assert len(tasks) == len({t.fingerprint for t in tasks}) == 120
+    assert all(t.split is Split.DEV for t in tasks)
+    parts = Counter(part_of(t) for t in tasks)
+    assert parts == {"seen": 90, "unseen": 30} == default_set.wanted
+    for task in tasks:
+        template = template_named(str(task.template))
+        assert (template.split is Split.TRAIN) is (part_of(task) == "seen")
+
+
+def test_each_part_is_stratified_by_capability(default_set: DevelopmentSet) -> None:
+    seen = Counter(t.capabilities[0] for t in default_set.tasks if part_of(t) == "seen")
+    assert set(seen) == set(Capability)
+    assert max(seen.values()) - min(seen.values()) <= 1  # 90 over 4 capabilities
+    unseen = Counter(t.capabilities[0] for t in default_set.tasks if part_of(t) == "unseen")
+    held_out = {t.capabilities[0] for t in ALL_TEMPLATES if t.split is Split.DEV}
+    assert set(unseen) == held_out
+    assert max(unseen.values()) - min(unseen.values()) <= 1
+    composition = default_set.composition()
+    assert sum(composition["seen"].values()) == 90
+    assert all("/" in cell for cell in composition["unseen"])
+
+
+def test_the_same_seed_draws_the_same_set_and_another_seed_another() -> None:
+    first = [t.fingerprint for t in draw_development_set(24, 3, SANDBOX).tasks]
+    again = [t.fingerprint for t in draw_development_set(24, 3, SANDBOX).tasks]
+    other = [t.fingerprint for t in draw_development_set(24, 4, SANDBOX).tasks]
+    assert first == again != other
+
+
+def test_the_target_mix_sets_the_capability_shares() -> None:
+    mix = {"tool_use": 0.7, "memory": 0.1, "skills": 0.1, "subagent": 0.1}
+    drawn = draw_development_set(40, 5, SANDBOX, capability_mix=mix, unseen_share=0.0)
+    counts = Counter(t.capabilities[0].value for t in drawn.tasks)
+    assert counts == {"tool_use": 28, "memory": 4, "skills": 4, "subagent": 4}
+
+
+@pytest.mark.parametrize(("size", "share"), [(0, 0.25), (10, 1.5)])
+def test_a_bad_size_or_share_is_refused(size: int, share: float) -> None:
+    with pytest.raises(InvalidInputError):
+        draw_development_set(size, 1, SANDBOX, unseen_share=share)
+
+
+def test_sampling_development_tasks_does_not_favour_held_out_templates() -> None:
+    """A held-out template's draws are all development tasks, a training template's one
+    in ten: redrawing the template on every try made held-out ones about ten times too
+    likely. Each template is now drawn once per task."""
+    tasks = sample_tasks(60, 11, SANDBOX, split=Split.DEV)
+    held_out = sum(template_named(str(t.template)).split is Split.DEV for t in tasks)
+    share_of_templates = sum(t.split is Split.DEV for t in ALL_TEMPLATES) / len(ALL_TEMPLATES)
+    assert held_out / len(tasks) < 2 * share_of_templates
