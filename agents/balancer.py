@@ -11,7 +11,7 @@ empty dataset is not frozen.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 from typing import Any, Protocol, TypedDict, cast
 
@@ -44,6 +44,8 @@ from human_gate import final_decisions
 TRAINABLE_DECISIONS = frozenset({ReviewDecision.APPROVE, ReviewDecision.CORRECT})
 DROPPED_UNREVIEWED = "unreviewed"
 DROPPED_NOT_APPROVED = "not_approved"
+DROPPED_NOW_FAILING = "verdict_now_fails"
+"""Approved under an older verifier, failed by today's (``flywheel verify``)."""
 
 RATIONALE_SYSTEM = (
     "You explain how a training set was balanced to the ML team that trains on it. "
@@ -65,6 +67,8 @@ class BalancerState(TypedDict, total=False):
     human_reviewed: int | None
     """Reviews by a person behind the version; None (or absent): the members whose final
     review is a person's."""
+    now_failing: frozenset[str]
+    """Trajectories today's verifier fails although their stored verdict passed."""
     decisions: dict[str, Review]
     """The final review per trajectory id (a person's wins over an automatic one)."""
     candidates: list[Candidate]
@@ -89,10 +93,13 @@ def select(state: BalancerState) -> BalancerState:
     """Trajectories whose final review approves or corrects them."""
     decisions = final_decisions(state["reviews"])
     candidates: list[Candidate] = []
-    dropped = {DROPPED_UNREVIEWED: 0, DROPPED_NOT_APPROVED: 0}
+    dropped = {DROPPED_UNREVIEWED: 0, DROPPED_NOT_APPROVED: 0, DROPPED_NOW_FAILING: 0}
+    now_failing = state.get("now_failing", frozenset())
     for candidate in state["pool"]:
         review = decisions.get(candidate.trajectory_id)
-        if review is None:
+        if candidate.trajectory_id in now_failing:
+            dropped[DROPPED_NOW_FAILING] += 1
+        elif review is None:
             dropped[DROPPED_UNREVIEWED] += 1
         elif review.decision not in TRAINABLE_DECISIONS:
             dropped[DROPPED_NOT_APPROVED] += 1
@@ -203,8 +210,10 @@ def run_balancer(
     human_reviewed: int | None = None,
     llm: JsonLLM | None = None,
     max_ratio: float = DEFAULT_MAX_RATIO,
+    now_failing: Collection[str] = (),
 ) -> BalancerState:
-    """Run the balancer graph once; the final state (``version`` None when empty)."""
+    """Run the balancer graph once; the final state (``version`` None when empty).
+    ``now_failing``: trajectories left out because today's verifier fails them."""
     graph = build_balancer_graph(target, llm, max_ratio=max_ratio)
     state: BalancerState = {
         "round_id": round_id,
@@ -212,6 +221,7 @@ def run_balancer(
         "pool": candidates_of(trajectories),
         "reviews": list(reviews),
         "human_reviewed": human_reviewed,
+        "now_failing": frozenset(now_failing),
     }
     return cast(BalancerState, graph.invoke(state))
 

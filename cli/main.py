@@ -23,6 +23,7 @@ from cli.plan import plan_app
 from cli.rounds import datasets_app, rounds_app, run_round_command
 from cli.servers import server_app
 from cli.train import models_app, run_train_command, serve_trainer
+from cli.verify import verify_command
 from contract import (
     DATASET_ID,
     ROUND_ID,
@@ -56,6 +57,7 @@ app.add_typer(plan_app, name="plan")
 app.add_typer(models_app, name="models")
 app.add_typer(deploy_app, name="deploy")
 app.add_typer(devices_app, name="devices")
+app.command("verify")(verify_command)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 CapabilityOpt = Annotated[Capability | None, typer.Option(help="only this capability")]

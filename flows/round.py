@@ -257,9 +257,12 @@ def propose_task(
     reviews: Sequence[Review],
     settings: FlywheelSettings,
     target: MixTarget,
+    now_failing: Sequence[str] = (),
 ) -> Proposal | None:
     llm = agent_llm(settings, "balancer")
-    proposal = stages.propose_dataset(home, round_id, trajectory_ids, reviews, target, llm)
+    proposal = stages.propose_dataset(
+        home, round_id, trajectory_ids, reviews, target, llm, now_failing
+    )
     if proposal is not None:
         from prefect.artifacts import create_markdown_artifact
 
@@ -401,9 +404,19 @@ def _propose_and_decide(
     """
     log = get_run_logger()
     home = settings.home
-    candidates = [t.id for t in [*trajectories, *gated.carried_in]]
+    pool = [*trajectories, *gated.carried_in]
+    stale = stages.stale_successes(pool)
+    for result in stale:
+        failing = "; ".join(c.description for c in result.failing())
+        log.info("%s passed an older verifier and fails today's: %s", result.trajectory_id, failing)
     proposal = propose_task(
-        home, round_id, candidates, quote(gated.reviews), settings, config.target
+        home,
+        round_id,
+        [t.id for t in pool],
+        quote(gated.reviews),
+        settings,
+        config.target,
+        [r.trajectory_id for r in stale],
     )
     if proposal is None:
         log.info("nothing approved: no dataset version to propose")

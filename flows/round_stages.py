@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,6 +23,7 @@ from agents.task_constructor import construct_tasks, resolve_recollection, what_
 from agents.trajectory_collector import collect_shard
 from contract import (
     Capability,
+    CollateralCheck,
     CurationRecord,
     DatasetApproval,
     DatasetVersion,
@@ -39,6 +40,7 @@ from curation.balance import Candidate
 from envs.appium.backend import ShardDevices
 from envs.backend import Backend
 from envs.sandbox import MobileSandbox
+from envs.sandbox.reverify import Reverification, reverify
 from flows.approval import Proposal
 from flows.gates import sync_until
 from flows.policies import build_policy
@@ -291,14 +293,36 @@ def propose_dataset(
     reviews: Sequence[Review],
     target: MixTarget,
     llm: JsonLLM | None = None,
+    now_failing: Collection[str] = (),
 ) -> Proposal | None:
     """Weigh the approved successes among ``trajectory_ids`` towards the target mix,
     reading the catalog's columns (no trajectory is loaded): the version to approve, or
-    None when nothing is approved."""
+    None when nothing is approved. ``now_failing`` (``stale_successes``) are left out,
+    and the proposal says how many."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         parent = _parent(catalog, round_id)
         pool = [Candidate.from_row(row) for row in catalog.balance_rows(trajectory_ids)]
-    return Proposal.of(run_balancer(round_id, pool, reviews, target, parent=parent, llm=llm))
+    state = run_balancer(
+        round_id, pool, reviews, target, parent=parent, llm=llm, now_failing=now_failing
+    )
+    return Proposal.of(state)
+
+
+def _has_collateral_check(task: TaskSpec) -> bool:
+    return any(isinstance(check, CollateralCheck) for check in task.verifier.checks)
+
+
+def stale_successes(trajectories: Iterable[Trajectory]) -> list[Reverification]:
+    """Successes verified before today's verifier (their task has no collateral check)
+    that today's verifier fails: they stay stored as they are, and no version takes them."""
+    sandbox = MobileSandbox()
+    older = [
+        t
+        for t in trajectories
+        if t.verdict.passed
+        and not any(isinstance(c, CollateralCheck) for c in t.task.verifier.checks)
+    ]
+    return [r for r in (reverify(t, sandbox) for t in older) if r.now_fails]
 
 
 def stored_approval(home: Path, dataset_id: str) -> DatasetApproval | None:

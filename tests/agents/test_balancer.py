@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
 from agents.balancer import (
     DROPPED_NOT_APPROVED,
+    DROPPED_NOW_FAILING,
     DROPPED_UNREVIEWED,
     BalancerState,
     balance,
@@ -39,6 +41,8 @@ from curation.balance import (
 )
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
+from flows.approval import Proposal
+from flows.round_stages import stale_successes
 from human_gate import AutoGate, GateItem
 from tests.fakes import RawReply, Reply, ScriptedChatServer, error_reply, json_reply, text_reply
 
@@ -297,3 +301,21 @@ def test_masks_and_corrections_are_part_of_the_version(episodes: list[Trajectory
     # the same marks in another order, or repeated, are the same mask
     same = version_with(person(target, ReviewDecision.CORRECT, (2, 0, 0), NOTE))
     assert same == base
+
+
+def test_successes_that_todays_verifier_fails_are_left_out_and_counted() -> None:
+    """A round made before the collateral-damage check (tests/fixtures): the stored
+    successes today's verifier fails never enter a version; the proposal says so."""
+    fixture = Path(__file__).parents[1] / "fixtures" / "round-before-collateral.jsonl"
+    old = [Trajectory.from_json(line) for line in fixture.read_bytes().splitlines()]
+    stale = stale_successes(old)
+    stale_ids = {r.trajectory_id for r in stale}
+    assert len(stale_ids) >= 3 and all(r.now_fails for r in stale)
+    state = run_balancer("r", old, approve_all(old), TARGET, now_failing=stale_ids)
+    version = state["version"]
+    assert version is not None
+    assert stale_ids.isdisjoint(m.trajectory_id for m in version.members)
+    assert state["dropped"][DROPPED_NOW_FAILING] == len(stale_ids)
+    assert f"{len(stale_ids)} {DROPPED_NOW_FAILING}" in Proposal.of(state).markdown()  # type: ignore[union-attr]
+    untouched = run_balancer("r", old, approve_all(old), TARGET)["version"]
+    assert untouched is not None and len(untouched.members) == len(version.members) + len(stale_ids)
