@@ -109,6 +109,35 @@ def tasks_templates(as_json: JsonFlag = False) -> None:
     typer.echo(table(("template", "capabilities", "difficulty", "domains", "split"), rows))
 
 
+@tasks_app.command("strength")
+def tasks_strength(
+    seeds: Annotated[int, typer.Option(min=1, max=1000, help="seeded worlds per template")] = 8,
+    template: Annotated[str | None, typer.Option(help="one template (default: all)")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """The verifier-strength suite: every mutant of each template's reference plan (another
+    task's plan, nothing, finishing at once, a destructive extra call, a dropped or swapped
+    step) against its verifier. Exits 1 when a template is weak."""
+    from cli.output import emit_json
+    from envs.sandbox import MobileSandbox
+    from envs.sandbox.templates.catalog import template_named
+    from envs.sandbox.templates.registry import ALL_TEMPLATES
+    from envs.sandbox.templates.strength import measure_all, strength_table
+
+    chosen = [template_named(template)] if template is not None else list(ALL_TEMPLATES)
+    results = measure_all(chosen, range(seeds), MobileSandbox())
+    rows = [r.to_json() for r in results]
+    if as_json:
+        emit_json(rows)
+    else:
+        typer.echo(strength_table(rows))
+        for r in results:
+            for line in (r.reference_failures + r.survivors)[:5]:
+                typer.echo(f"  {r.template}: {line}")
+    if any(r.weak for r in results):
+        raise typer.Exit(1)
+
+
 @tasks_app.command("sample")
 def tasks_sample(
     n: CountOpt = 10,

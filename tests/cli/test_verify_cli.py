@@ -110,3 +110,13 @@ def test_bad_arguments_are_named(home: Path, args: tuple[str, ...], needle: str)
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert needle in result.stderr
+
+
+def test_the_strength_suite_runs_from_the_cli(tmp_path: Path) -> None:
+    result = run(
+        tmp_path, "tasks", "strength", "--template", "text_contact", "--seeds", "2", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    assert row["template"] == "text_contact" and row["survivors"] == []
+    assert row["killed"] == sum(row["mutants"].values()) > 100

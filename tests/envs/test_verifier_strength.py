@@ -8,18 +8,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from collections.abc import Callable
 from typing import get_args
 
 import pytest
 
-from contract import AllowedChange, ChangeOp, CollateralCheck, StatePredicateCheck, ToolCall
+from contract import (
+    AllowedChange,
+    ChangeOp,
+    CollateralCheck,
+    StatePredicateCheck,
+    ToolCall,
+    ToolEffect,
+)
 from envs.sandbox import MobileSandbox
 from envs.sandbox.state import Collections
 from envs.sandbox.templates.base import Draft, Params, TaskTemplate
 from envs.sandbox.templates.catalog import instantiate, template_named
 from envs.sandbox.templates.registry import ALL_TEMPLATES
-from envs.sandbox.templates.strength import measure_template, replay
+from envs.sandbox.templates.strength import RowIds, measure_template, plausible_arguments, replay
 from envs.state_diff import allowances_for, state_diff
 
 SEEDS = tuple(range(8))
@@ -102,3 +110,22 @@ def test_the_issue_example_fails_on_collateral_damage() -> None:
     assert ("wallet.accounts", "acct-1", "updated") in named
     assert any(c == "wallet.transactions" and op == "created" for c, _, op in named)
     assert collateral.evidence["count"] == len(unexpected) == 3
+
+
+def test_tools_declared_read_only_never_change_the_state() -> None:
+    """The destructive mutants are the state-changing tools: a tool declared read-only
+    that wrote would escape them."""
+    task = instantiate(template_named("text_contact"), 4, SANDBOX)
+    every_tool = tuple(spec.name for spec in SANDBOX.all_tool_specs())
+    rng = random.Random(0)
+    for spec in SANDBOX.all_tool_specs():
+        if spec.effect is not ToolEffect.READ:
+            continue
+        for _ in range(10):
+            SANDBOX.reset(task.model_copy(update={"tools": every_tool}))
+            world = SANDBOX.state()
+            before = {name: dict(rows) for name, rows in world.items()}
+            arguments = plausible_arguments(spec, before, rng, RowIds(before, frozenset(), False))
+            feedback = SANDBOX.execute(ToolCall(tool=spec.name, arguments=arguments))
+            assert feedback.state_changes == ()
+            assert state_diff(before, SANDBOX.state()) == [], spec.name

@@ -250,7 +250,7 @@ def _effective_call(
     """A call of ``spec`` with plausible arguments that changes the state, naming one
     of the ``own`` rows or none of them, or None when no draw does."""
     state = sandbox.state()
-    ids = _Ids(checkpoint, own, on_own_rows)
+    ids = RowIds(checkpoint, own, on_own_rows)
     for _ in range(ARGUMENT_TRIES):
         arguments = plausible_arguments(spec, checkpoint, rng, ids)
         if on_own_rows and not ids.used_own:
@@ -269,7 +269,7 @@ def _undo(state: Collections, checkpoint: Collections) -> None:
             state[name] = dict(rows)
 
 
-class _Ids:
+class RowIds:
     """Ids of rows that exist, restricted to the task's own rows or to the others."""
 
     def __init__(self, world: Collections, own: frozenset[str], on_own_rows: bool) -> None:
@@ -293,7 +293,7 @@ class _Ids:
 
 
 def plausible_arguments(
-    spec: ToolSpec, world: Collections, rng: random.Random, ids: _Ids
+    spec: ToolSpec, world: Collections, rng: random.Random, ids: RowIds
 ) -> dict[str, JsonValue]:
     """Required arguments that a confused agent might send: ids of rows that exist,
     dates and times in the sandbox's near future, amounts a person might pay."""
@@ -310,7 +310,7 @@ TIMES = ("08:30", "12:00", "19:15")
 
 
 def _value(
-    name: str, schema: dict[str, Any], domain: str, ids: _Ids, rng: random.Random
+    name: str, schema: dict[str, Any], domain: str, ids: RowIds, rng: random.Random
 ) -> JsonValue:
     if "enum" in schema:
         options: list[JsonValue] = list(schema["enum"])
