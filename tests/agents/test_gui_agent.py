@@ -205,6 +205,7 @@ def test_an_episode_with_the_llm_gui_agent_verifies_on_the_device(
         "collaboration": True,
         "state": True,
         "ui_state": True,
+        "no_collateral": True,
     }
     assert evidence.final[PERMISSIONS]["gym:camera"]["granted"] is True
     (step,) = [

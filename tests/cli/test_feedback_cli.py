@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +12,8 @@ import jsonschema
 
 from contract import FeedbackReport, feedback_report_schema, parse_feedback_report
 from storage import Catalog
+from tests.cli.commands import run_in
 
-FLYWHEEL = str(Path(sys.executable).parent / "flywheel")
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 EXAMPLE = DOCS / "examples" / "feedback-report.json"
 SCHEMA = DOCS / "feedback-report.schema.json"
@@ -23,17 +21,7 @@ REGENERATE = "flywheel feedback schema > docs/feedback-report.schema.json"
 
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLYWHEEL_")}
-    env["FLYWHEEL_HOME"] = str(home)
-    return subprocess.run(
-        [FLYWHEEL, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=home,  # no flywheel.toml of the working copy
-        check=False,
-    )
+    return run_in(home, *args)
 
 
 def _ok(result: subprocess.CompletedProcess[str]) -> Any:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -12,17 +10,13 @@ import pytest
 
 from storage import Catalog
 from storage.migrations import SCHEMA_VERSION
-
-FLYWHEEL = str(Path(sys.executable).parent / "flywheel")
+from tests.cli.commands import run_in
 
 
 def run(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("FLYWHEEL_")}
     # No Prefect server is involved: every case must fail before a flow run starts.
-    base |= {"FLYWHEEL_HOME": str(home), "PREFECT_API_URL": "http://127.0.0.1:9/api"}
-    return subprocess.run(
-        [FLYWHEEL, *args], capture_output=True, text=True, timeout=60, env=base | env, check=False
-    )
+    no_server = {"PREFECT_API_URL": "http://127.0.0.1:9/api"}
+    return run_in(home, *args, timeout=60, in_home=False, **(no_server | env))
 
 
 def _fails(result: subprocess.CompletedProcess[str], *needles: str) -> None:

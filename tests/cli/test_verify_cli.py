@@ -9,9 +9,7 @@ up, a refusal naming the wrong person, and five scripted episodes."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +19,8 @@ from contract import Trajectory
 from flows.settings import catalog_path
 from storage import Catalog
 from storage.shards import write_trajectory_shard
+from tests.cli.commands import run_in
 
-FLYWHEEL = str(Path(sys.executable).parent / "flywheel")
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "round-before-collateral.jsonl"
 ROUND = "round-before-collateral"
 
@@ -33,17 +31,7 @@ def _old_round() -> list[Trajectory]:
 
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLYWHEEL_")}
-    env["FLYWHEEL_HOME"] = str(home)
-    return subprocess.run(
-        [FLYWHEEL, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=home,
-        check=False,
-    )
+    return run_in(home, *args, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -150,7 +150,7 @@ def test_a_permission_granted_on_the_screen_is_what_the_verifier_reads(
     assert trajectory.metadata.outcome is Outcome.SUCCESS, trajectory.verdict
     assert trajectory.metadata.termination is Termination.VERIFIED
     kinds = {r.kind: r.met for r in trajectory.verdict.checks}
-    assert kinds == {"collaboration": True, "state": True, "ui_state": True}
+    assert kinds == {"collaboration": True, "state": True, "ui_state": True, "no_collateral": True}
     # The granted row comes from the phone's screen: the sandbox never ran the GUI agent.
     assert evidence.final[PERMISSIONS]["gym:camera"]["granted"] is True
     assert sandbox.state()[PERMISSIONS]["gym:camera"]["granted"] is False

@@ -96,10 +96,12 @@ def test_two_annotators_decide_and_the_next_round_freezes_exactly_what_they_acce
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
         runs = {t.id: t for t in catalog.trajectories_of_round(first["round_id"])}
         kept = [c.trajectory_id for c in catalog.curations_of_round(first["round_id"]) if c.kept]
-    successes = [t for t in kept if runs[t].metadata.outcome is Outcome.SUCCESS]
-    assert len(successes) >= 2 and len(kept) >= 5
+    marked = [t for t in kept if len(runs[t].steps) >= 2]  # the marks below name steps 0 and 1
+    successes = [t for t in marked if runs[t].metadata.outcome is Outcome.SUCCESS]
+    assert len(successes) >= 2 and len(marked) >= 3 and len(kept) >= 5
     approved, corrected = successes[:2]
-    rejected, split, *untouched = [t for t in kept if t not in (approved, corrected)]
+    rejected = next(t for t in marked if t not in (approved, corrected))
+    split, *untouched = [t for t in kept if t not in (approved, corrected, rejected)]
 
     client = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)  # type: ignore[no-untyped-call]
     (project,) = project_of(client, f"{prefix} {first['round_id']}")
