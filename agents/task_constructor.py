@@ -43,6 +43,7 @@ from contract import (
     Split,
     TaskSource,
     TaskSpec,
+    apportion,
 )
 from curation.dedup import NearDuplicateIndex, Signature, word_shingles
 from envs.sandbox import MobileSandbox
@@ -495,7 +496,7 @@ def replan(state: ConstructorState) -> ConstructorState:
             )
             takers = open_cells
             source = f"the {slot} repair set"
-        for taker, extra in _apportion(spare, {c: len(templates_for(c)) for c in takers}).items():
+        for taker, extra in apportion(spare, {c: len(templates_for(c)) for c in takers}).items():
             counts[taker] += extra
             reasons[taker] += f"; +{extra} from {source}"
     quotas = tuple(
@@ -512,19 +513,6 @@ def replan(state: ConstructorState) -> ConstructorState:
         template_weights=plan.template_weights,
     )
     return {**update, "plan": plan, "exhausted": frozenset(exhausted)}
-
-
-def _apportion(total: int, weights: dict[Cell, int]) -> dict[Cell, int]:
-    """``total`` split by weight (largest remainders), deterministic."""
-    if not weights or total <= 0:
-        return {}
-    whole = sum(weights.values())
-    shares = {c: total * w / whole for c, w in sorted(weights.items())}
-    out = {c: int(v) for c, v in shares.items()}
-    rest = total - sum(out.values())
-    for c in sorted(shares, key=lambda c: (out[c] - shares[c], c))[:rest]:
-        out[c] += 1
-    return {c: n for c, n in out.items() if n}
 
 
 def make_record(store: TaskStore | None) -> ConstructorNode:

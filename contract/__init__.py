@@ -100,6 +100,7 @@ from contract.plan import (
     Replay,
     TaskPattern,
     TemplateWeight,
+    apportion,
     default_plan,
 )
 from contract.report import (
@@ -276,6 +277,7 @@ __all__ = [
     "Verdict",
     "VerifierSpec",
     "action_adapter",
+    "apportion",
     "canonical_json",
     "content_hash",
     "default_plan",

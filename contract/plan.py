@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
@@ -242,3 +242,20 @@ def default_plan(n_tasks: int) -> GenerationPlan:
             for i, (c, d) in enumerate(cells)
         )
     )
+
+
+K = TypeVar("K", bound=tuple[Any, ...] | str)
+
+
+def apportion(total: int, weights: Mapping[K, float]) -> dict[K, int]:
+    """``total`` split by weight with the largest remainders, deterministically (ties go
+    to the smallest key); keys that get nothing are left out."""
+    whole = sum(weights.values())
+    if total <= 0 or whole <= 0:
+        return {}
+    shares = {key: total * w / whole for key, w in sorted(weights.items())}
+    out = {key: int(v) for key, v in shares.items()}
+    rest = total - sum(out.values())
+    for key in sorted(shares, key=lambda k: (out[k] - shares[k], k))[:rest]:
+        out[key] += 1
+    return {key: n for key, n in out.items() if n}

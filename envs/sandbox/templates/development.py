@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from contract import Capability, Difficulty, InvalidInputError, Split, TaskSpec
+from contract import Capability, Difficulty, InvalidInputError, Split, TaskSpec, apportion
 from envs.sandbox.sandbox import MobileSandbox
 from envs.sandbox.templates.base import TaskTemplate
 from envs.sandbox.templates.catalog import instantiate, template_named
@@ -188,16 +188,3 @@ def _two_level(total: int, weights: Mapping[Cell, float]) -> Counter[Cell]:
         cells = {cell: w for cell, w in weights.items() if cell[0] is capability}
         quotas.update(apportion(share, cells))
     return quotas
-
-
-def apportion(total: int, weights: Mapping[Cell, float]) -> dict[Cell, int]:
-    """``total`` split by weight with the largest remainders, deterministically."""
-    whole = sum(weights.values())
-    if total <= 0 or whole <= 0:
-        return {}
-    shares = {cell: total * w / whole for cell, w in sorted(weights.items())}
-    out = {cell: int(v) for cell, v in shares.items()}
-    rest = total - sum(out.values())
-    for cell in sorted(shares, key=lambda c: (out[c] - shares[c], c))[:rest]:
-        out[cell] += 1
-    return {cell: n for cell, n in out.items() if n}
