@@ -104,6 +104,7 @@ from contract.plan import (
     default_plan,
 )
 from contract.report import (
+    DEFAULT_DEV_TASKS,
     FEEDBACK_FORMAT_VERSION,
     OVERALL_WEIGHTS,
     CostStats,
@@ -153,6 +154,7 @@ __all__ = [
     "BLOCK_NAME",
     "CHECK_KINDS",
     "DATASET_ID",
+    "DEFAULT_DEV_TASKS",
     "DEFAULT_MAX_STEPS",
     "FEEDBACK_FORMAT_VERSION",
     "FEEDBACK_ID",

@@ -53,6 +53,8 @@ OVERALL_WEIGHTS: Mapping[Capability, float] = MappingProxyType(
     }
 )
 """MobilePA-style weights of the Overall score."""
+DEFAULT_DEV_TASKS = 120
+"""The development set's default size; a report on a smaller one says so in its notes."""
 
 Share = Annotated[float, Field(strict=True, ge=0.0, le=1.0)]
 Count = Annotated[int, Field(strict=True, ge=0)]

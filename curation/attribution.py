@@ -97,8 +97,10 @@ def _collateral_cause(
         and s.feedback.error is None
         and any((c.collection, c.entity_id) in unexpected for c in s.feedback.state_changes)
     ]
-    if not guilty or any(s.action is not None and s.action.target not in planned for s in guilty):
-        return FailureType.ROUTING if guilty else FailureType.STATE_TRACKING
+    if not guilty:  # no recorded step made the change: the state was lost track of
+        return FailureType.STATE_TRACKING
+    if any(s.action is not None and s.action.target not in planned for s in guilty):
+        return FailureType.ROUTING
     earlier = {s.action.describe() for s in steps if s.action is not None and s not in guilty}
     if any(s.action is not None and s.action.describe() in earlier for s in guilty):
         return FailureType.STATE_TRACKING

@@ -31,6 +31,7 @@ from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
 from contract import (
+    DEFAULT_DEV_TASKS,
     Capability,
     DeploymentDecision,
     FeedbackReport,
@@ -38,7 +39,6 @@ from contract import (
     ModelRecord,
     TrainingMethod,
 )
-from envs.sandbox.templates.development import DEFAULT_DEV_TASKS
 from flows.deployment import deployment
 from flows.round import flywheel_round
 from flows.servers.model import ModelServer

@@ -25,8 +25,7 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
-from contract import FeedbackReport, ModelRecord, TaskSpec, TrainingMethod
-from envs.sandbox.templates.development import DEFAULT_DEV_TASKS
+from contract import DEFAULT_DEV_TASKS, FeedbackReport, ModelRecord, TaskSpec, TrainingMethod
 from flows.settings import catalog_path, load_settings
 from storage import Catalog
 from training import rl as rl_training

@@ -41,6 +41,7 @@ from statistics import fmean
 from agents.policies.base import Policy
 from agents.runner import run_episode
 from contract import (
+    DEFAULT_DEV_TASKS,
     FEEDBACK_FORMAT_VERSION,
     OVERALL_WEIGHTS,
     Capability,
@@ -61,7 +62,6 @@ from contract import (
 from envs.backend import Backend
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.development import (
-    DEFAULT_DEV_TASKS,
     PARTS,
     draw_development_set,
     part_of,
@@ -119,10 +119,12 @@ def evaluate(
     ``samples`` or ``max_steps`` below 1, a ``token_weight`` outside [0, 1], an empty
     ``model``."""
     _check_arguments(tasks, model, samples, max_steps, token_weight)
-    budgets = {
-        task.id: (budget_of or (lambda t: default_budget(step_budget(t, max_steps))))(task)
-        for task in tasks
-    }
+    if budget_of is None:
+
+        def budget_of(task: TaskSpec) -> Budget:
+            return default_budget(step_budget(task, max_steps))
+
+    budgets = {task.id: budget_of(task) for task in tasks}
     started = time.monotonic()
     backend = backend_factory()
     total = len(tasks) * samples

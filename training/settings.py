@@ -26,6 +26,7 @@ from pydantic import (
 
 from contract import (
     DATASET_ID,
+    DEFAULT_DEV_TASKS,
     DEFAULT_MAX_STEPS,
     InvalidInputError,
     TaskSpec,
@@ -33,7 +34,6 @@ from contract import (
     step_budget,
 )
 from contract.validation import invalid_input
-from envs.sandbox.templates.development import DEFAULT_DEV_TASKS
 from training.care import Budget, CareConfig
 from training.hyperparameters import Hyperparameters
 

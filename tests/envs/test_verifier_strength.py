@@ -125,7 +125,7 @@ def test_tools_declared_read_only_never_change_the_state() -> None:
             SANDBOX.reset(task.model_copy(update={"tools": every_tool}))
             world = SANDBOX.state()
             before = {name: dict(rows) for name, rows in world.items()}
-            arguments = plausible_arguments(spec, before, rng, RowIds(before, frozenset(), False))
+            arguments = plausible_arguments(spec, RowIds(before, frozenset(), False), rng)
             feedback = SANDBOX.execute(ToolCall(tool=spec.name, arguments=arguments))
             assert feedback.state_changes == ()
             assert state_diff(before, SANDBOX.state()) == [], spec.name

@@ -19,7 +19,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from contract import Capability, Difficulty, InvalidInputError, Split, TaskSpec, apportion
+from contract import (
+    Capability,
+    Difficulty,
+    InvalidInputError,
+    Split,
+    TaskSpec,
+    apportion,
+)
 from envs.sandbox.sandbox import MobileSandbox
 from envs.sandbox.templates.base import TaskTemplate
 from envs.sandbox.templates.catalog import instantiate, template_named
@@ -29,7 +36,6 @@ Part = Literal["seen", "unseen"]
 PARTS: tuple[Part, ...] = ("seen", "unseen")
 Cell = tuple[Capability, Difficulty]
 
-DEFAULT_DEV_TASKS = 120
 UNSEEN_SHARE = 0.25
 """The share of the development set drawn from held-out templates."""
 DRAWS_PER_TEMPLATE = 400

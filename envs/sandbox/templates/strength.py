@@ -32,6 +32,7 @@ from contract import (
     AnswerCheck,
     Clarify,
     ExactToolCallCheck,
+    Feedback,
     Finish,
     MemoryRead,
     MemorySearch,
@@ -246,13 +247,13 @@ def _effective_call(
     on_own_rows: bool,
     sandbox: MobileSandbox,
     rng: random.Random,
-) -> tuple[ToolCall, Any] | None:
+) -> tuple[ToolCall, Feedback] | None:
     """A call of ``spec`` with plausible arguments that changes the state, naming one
     of the ``own`` rows or none of them, or None when no draw does."""
     state = sandbox.state()
     ids = RowIds(checkpoint, own, on_own_rows)
     for _ in range(ARGUMENT_TRIES):
-        arguments = plausible_arguments(spec, checkpoint, rng, ids)
+        arguments = plausible_arguments(spec, ids, rng)
         if on_own_rows and not ids.used_own:
             return None
         call = ToolCall(tool=spec.name, arguments=arguments)
@@ -292,9 +293,7 @@ class RowIds:
         return [i for i in every if i not in self.own]
 
 
-def plausible_arguments(
-    spec: ToolSpec, world: Collections, rng: random.Random, ids: RowIds
-) -> dict[str, JsonValue]:
+def plausible_arguments(spec: ToolSpec, ids: RowIds, rng: random.Random) -> dict[str, JsonValue]:
     """Required arguments that a confused agent might send: ids of rows that exist,
     dates and times in the sandbox's near future, amounts a person might pay."""
     schema = spec.parameters
