@@ -11,7 +11,7 @@ empty dataset is not frozen.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol, TypedDict, cast
 
@@ -23,6 +23,8 @@ from agents.llm import JsonLLM, LLMError
 from contract import (
     DatasetVersion,
     MixTarget,
+    RemovalReason,
+    RemovedMember,
     Review,
     ReviewDecision,
     Trajectory,
@@ -35,6 +37,7 @@ from curation.balance import (
     Shortfall,
     balance_mix,
     candidates_of,
+    down_weigh,
     policies_of,
     propose_version,
     with_reviews,
@@ -69,6 +72,14 @@ class BalancerState(TypedDict, total=False):
     review is a person's."""
     now_failing: frozenset[str]
     """Trajectories today's verifier fails although their stored verdict passed."""
+    inherited: frozenset[str]
+    """The parent version's members (in ``pool`` with their reviews): kept unless a rule
+    or a later review removes them, each removal recorded with its reason."""
+    down_weights: dict[str, float]
+    """Weight factors by template (the plan's mastered templates), applied after raking."""
+    preserved: frozenset[str]
+    """Fingerprints of the preservation set: never down-weighted."""
+    removed: list[RemovedMember]
     decisions: dict[str, Review]
     """The final review per trajectory id (a person's wins over an automatic one)."""
     candidates: list[Candidate]
@@ -95,24 +106,69 @@ def select(state: BalancerState) -> BalancerState:
     candidates: list[Candidate] = []
     dropped = {DROPPED_UNREVIEWED: 0, DROPPED_NOT_APPROVED: 0, DROPPED_NOW_FAILING: 0}
     now_failing = state.get("now_failing", frozenset())
+    inherited = state.get("inherited", frozenset())
+    removed: list[RemovedMember] = []
     for candidate in state["pool"]:
         review = decisions.get(candidate.trajectory_id)
         if candidate.trajectory_id in now_failing:
             dropped[DROPPED_NOW_FAILING] += 1
+            reason, detail = RemovalReason.VERDICT_NOW_FAILS, "today's verifier fails it"
         elif review is None:
             dropped[DROPPED_UNREVIEWED] += 1
+            reason, detail = RemovalReason.REJECTED, "no review of it is stored"
         elif review.decision not in TRAINABLE_DECISIONS:
             dropped[DROPPED_NOT_APPROVED] += 1
+            by = "automatically" if review.automatic else f"by {review.reviewer}"
+            reason = RemovalReason.REJECTED
+            detail = f"{review.decision.value} {by}" + (
+                f": {review.reason}" if review.reason else ""
+            )
         else:
             candidates.append(candidate)
-    return {"decisions": decisions, "candidates": candidates, "dropped": dropped}
+            continue
+        if candidate.trajectory_id in inherited:
+            removed.append(_removal(candidate, reason, detail))
+    return {
+        "decisions": decisions,
+        "candidates": candidates,
+        "dropped": dropped,
+        "removed": removed,
+    }
+
+
+def _removal(candidate: Candidate, reason: RemovalReason, detail: str) -> RemovedMember:
+    return RemovedMember(
+        trajectory_id=candidate.trajectory_id,
+        task_id=candidate.task_id,
+        reason=reason,
+        detail=detail,
+    )
 
 
 def make_weigh(target: MixTarget, max_ratio: float) -> Node:
     def weigh(state: BalancerState) -> BalancerState:
-        """Rake weights over the trainable candidates (dev tasks and failures dropped)."""
-        result = balance_mix(state["candidates"], target, max_ratio=max_ratio)
-        return {"result": result, "dropped": {**state["dropped"], **result.dropped}}
+        """Rake weights over the trainable candidates (dev tasks and failures dropped),
+        then scale down the members of mastered templates (the preservation set kept)."""
+        candidates = state["candidates"]
+        result = balance_mix(candidates, target, max_ratio=max_ratio)
+        result = down_weigh(
+            result,
+            candidates,
+            state.get("down_weights", {}),
+            state.get("preserved", frozenset()),
+        )
+        inherited = state.get("inherited", frozenset())
+        kept = {m.trajectory_id for m in result.members}
+        removed = list(state.get("removed", [])) + [
+            _removal(c, RemovalReason.NOT_TRAINABLE, f"{c.split.value} split, {c.outcome.value}")
+            for c in candidates
+            if c.trajectory_id in inherited and c.trajectory_id not in kept
+        ]
+        return {
+            "result": result,
+            "dropped": {**state["dropped"], **result.dropped},
+            "removed": removed,
+        }
 
     return weigh
 
@@ -149,8 +205,16 @@ def make_propose(target: MixTarget) -> Node:
             human = sum(m.human for m in result.members)
         members = {m.trajectory_id for m in result.members}
         policies = policies_of(c for c in state["candidates"] if c.trajectory_id in members)
+        inherited = state.get("inherited", frozenset())
         version = propose_version(
-            state["round_id"], state.get("parent"), result, target, policies, human
+            state["round_id"],
+            state.get("parent"),
+            result,
+            target,
+            policies,
+            human,
+            inherited=sum(m.trajectory_id in inherited for m in result.members),
+            removed=state.get("removed", ()),
         )
         return {"version": version, "human_reviewed": human}
 
@@ -211,9 +275,15 @@ def run_balancer(
     llm: JsonLLM | None = None,
     max_ratio: float = DEFAULT_MAX_RATIO,
     now_failing: Collection[str] = (),
+    inherited: Collection[str] = (),
+    down_weights: Mapping[str, float] | None = None,
+    preserved: Collection[str] = (),
 ) -> BalancerState:
     """Run the balancer graph once; the final state (``version`` None when empty).
-    ``now_failing``: trajectories left out because today's verifier fails them."""
+    ``now_failing``: trajectories left out because today's verifier fails them;
+    ``inherited``: those of ``trajectories`` that are the parent's members (a removal of
+    one is recorded with its reason); ``down_weights``: weight factors by template,
+    except for tasks whose fingerprint is ``preserved``."""
     graph = build_balancer_graph(target, llm, max_ratio=max_ratio)
     state: BalancerState = {
         "round_id": round_id,
@@ -222,6 +292,9 @@ def run_balancer(
         "reviews": list(reviews),
         "human_reviewed": human_reviewed,
         "now_failing": frozenset(now_failing),
+        "inherited": frozenset(inherited),
+        "down_weights": dict(down_weights or {}),
+        "preserved": frozenset(preserved),
     }
     return cast(BalancerState, graph.invoke(state))
 

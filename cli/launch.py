@@ -50,7 +50,7 @@ from training.base_model import BaseModel, save_model
 from training.base_model import load_base as load_model
 from training.export import RL_TASKS, SFT
 from training.rl import GroupRecord, RlResult, UpdateRecord, run_rl, update_record
-from training.settings import TINY, TrainRequest, parse_assignments
+from training.settings import BUILT_BASES, TrainRequest, parse_assignments
 from training.sft import SftResult, run_sft
 
 DDP_TIMEOUT = timedelta(minutes=30)
@@ -123,7 +123,8 @@ def load_export(path: Path) -> steps.TrainingData:
 
 def plan_run(home: Path, request: TrainRequest, processes: int = 1) -> Plan:
     """The main process's part before training: the export, the run's name, and the base
-    folder (the tiny base is built and saved, so that every process loads the same one).
+    folder (a built base, ``tiny`` or ``nano``, is built and saved, so that every process
+    loads the same one).
     RL needs ``rl.tasks_per_update`` distinct tasks per process and update: with fewer,
     TRL's sampler makes no batch and trains no step, which is refused here."""
     with Catalog.open(catalog_path(home)) as catalog:
@@ -136,7 +137,7 @@ def plan_run(home: Path, request: TrainRequest, processes: int = 1) -> Plan:
     name = steps.model_name(request, created_at)
     work = home / "training" / "launch" / name
     base = Path(request.base)
-    if request.base == TINY:
+    if request.base in BUILT_BASES:
         base = work / "base"
         save_model(steps.load_base(request, data), base)
     return Plan(request, name, created_at, data.path, base, work)

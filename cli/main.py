@@ -282,7 +282,11 @@ def train(
     ] = None,
     method: Annotated[str | None, typer.Option(help="sft, rl or sft+rl (default)")] = None,
     base: Annotated[
-        str | None, typer.Option(help="'tiny' (default: built here) or a local model folder")
+        str | None,
+        typer.Option(
+            help="tiny (default), nano (both built here; nano is the CPU base that learns) "
+            "or a local model folder"
+        ),
     ] = None,
     assignments: Annotated[
         list[str] | None,

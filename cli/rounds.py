@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Annotated, Any, cast
 
@@ -218,6 +219,8 @@ def diff_text(changes: dict[str, Any]) -> str:
     ]
     if changes["target_changed"]:
         lines.append("The target mix changed.")
+    lines += _reasons("added", members.get("additions", []))
+    lines += _reasons("removed", members.get("removals", []))
     rows = [
         (dimension, value, d["a"], d["b"], f"{d['delta']:+d}")
         for dimension, values in changes["composition"].items()
@@ -227,12 +230,29 @@ def diff_text(changes: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _reasons(what: str, changes: list[dict[str, Any]]) -> list[str]:
+    """How many trajectories were ``what`` for each reason, most first."""
+    counts = Counter(
+        f"{c['reason']}" + (f" ({c['detail']})" if c.get("detail") else "")
+        if c["reason"]
+        else "no reason recorded (B does not descend from A through versions that record one)"
+        for c in changes
+    )
+    return [f"  {what}: {n} {reason}" for reason, n in counts.most_common()]
+
+
 def dataset_text(summary: dict[str, Any]) -> str:
     lines = [
         f"Dataset {summary['id']} (round {summary['round_id']}, parent "
         f"{summary['parent'] or 'none'})",
         f"{summary['size']} trajectories; {summary['human_reviewed']} reviewed by a person",
     ]
+    if summary.get("parent"):
+        lines.append(
+            f"{summary.get('inherited', 0)} carried from the parent, "
+            f"{summary.get('removed', 0)} of the parent's members removed "
+            "(`flywheel datasets diff` gives the reasons)"
+        )
     review = summary.get("review") or {}
     if review:
         lines.append(

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import AwareDatetime, Field, JsonValue
 
-from contract.base import IdentifiedRecord, Record, content_hash
+from contract.base import IdentifiedRecord, LateFields, Record, content_hash
 from contract.enums import FailureType
 
 
@@ -140,10 +140,34 @@ class DatasetMember(Record):
     )
 
 
-class DatasetVersion(IdentifiedRecord):
-    """A frozen training set: members with sampling weights, and where they came from."""
+class RemovalReason(StrEnum):
+    """Why a member of the parent version is not a member of its child."""
+
+    REJECTED = "rejected"
+    """A later final review (a person's, or a consensus) no longer approves it."""
+    VERDICT_NOW_FAILS = "verdict_now_fails"
+    """Today's verifier fails it although its stored verdict passed (``flywheel verify``)."""
+    NOT_TRAINABLE = "not_trainable"
+    """Its task is now a development task, or its outcome is no longer a success."""
+
+
+class RemovedMember(Record):
+    """A member of the parent version left out of this one, with the reason."""
+
+    trajectory_id: str
+    task_id: str
+    reason: RemovalReason
+    detail: str = ""
+
+
+class DatasetVersion(IdentifiedRecord, LateFields):
+    """A frozen training set: members with sampling weights, and where they came from.
+
+    A version *accumulates*: it holds its parent's members (reweighted towards the target
+    mix with the new ones) except those ``removed``, each with its reason."""
 
     id_prefix: ClassVar[str] = "ds"
+    late_fields: ClassVar[frozenset[str]] = frozenset({"removed", "inherited"})
 
     round_id: str
     parent: str | None
@@ -155,6 +179,10 @@ class DatasetVersion(IdentifiedRecord):
     )
     policies: tuple[str, ...] = Field(description="name@version of the generating policies")
     human_reviewed: int = Field(ge=0)
+    inherited: int = Field(default=0, ge=0, description="members carried from the parent")
+    removed: tuple[RemovedMember, ...] = Field(
+        default=(), description="the parent's members left out, each with its reason"
+    )
 
     def content_id(self) -> str:
         """Digest of the content, each member's fields left out where they hold their

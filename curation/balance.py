@@ -13,8 +13,8 @@ Dimensions: ``capability`` (the task's primary one), ``difficulty``, ``domain`` 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from contract import (
     InvalidInputError,
     MixTarget,
     Outcome,
+    RemovedMember,
     Review,
     ReviewDecision,
     Split,
@@ -122,6 +123,8 @@ class Candidate:
     source: str
     policy: str
     """``name@version``."""
+    fingerprint: str = ""
+    template: str | None = None
 
     @classmethod
     def of(cls, trajectory: Trajectory) -> Candidate:
@@ -137,6 +140,8 @@ class Candidate:
             domain=task.domains[0],
             source=task.source.value,
             policy=f"{meta.policy.name}@{meta.policy.version}",
+            fingerprint=task.fingerprint,
+            template=task.template,
         )
 
     @classmethod
@@ -388,6 +393,47 @@ def _rake(
     return best * counts.sum() / (best * counts).sum(), passes, bool(best_gap <= tolerance)
 
 
+def down_weigh(
+    result: BalanceResult,
+    candidates: Iterable[Candidate],
+    factors: Mapping[str, float],
+    preserved: Container[str] = (),
+) -> BalanceResult:
+    """``result`` with the weight of each member whose template has a factor (a mastered
+    template's, from the plan) multiplied by it, unless its task is in the preservation
+    set (``preserved`` fingerprints); weights renormalized to mean 1 and the achieved
+    mix recomputed. Unchanged when no member is scaled."""
+    by_id = {c.trajectory_id: c for c in candidates}
+    scale = [
+        1.0
+        if (c := by_id[m.trajectory_id]).template is None or c.fingerprint in preserved
+        else factors.get(c.template, 1.0)
+        for m in result.members
+    ]
+    if all(f == 1.0 for f in scale):
+        return result
+    raw = np.array([m.weight * f for m, f in zip(result.members, scale, strict=True)])
+    weights = raw * len(raw) / raw.sum()
+    members = tuple(
+        m.model_copy(update={"weight": max(round(float(w), 6), 1e-6)})
+        for m, w in zip(result.members, weights, strict=True)
+    )
+    labels = [labels_of(by_id[m.trajectory_id]) for m in members]
+    achieved: Shares = {}
+    for dim in DIMENSIONS:
+        totals: dict[str, float] = {}
+        for label, member in zip(labels, members, strict=True):
+            totals[label[dim]] = totals.get(label[dim], 0.0) + member.weight
+        mass = sum(totals.values())
+        achieved[dim] = {v: round(t / mass, 6) for v, t in sorted(totals.items())}
+    return replace(
+        result,
+        members=members,
+        achieved=achieved,
+        rows=mix_rows(result.target, achieved),
+    )
+
+
 def dataset_content_hash(members: Iterable[DatasetMember]) -> str:
     """Digest of what training sees of the members (weights, decisions, masks,
     corrections), whatever their order."""
@@ -425,8 +471,12 @@ def propose_version(
     target: MixTarget,
     policies: Iterable[str],
     human_reviewed: int,
+    *,
+    inherited: int = 0,
+    removed: Iterable[RemovedMember] = (),
 ) -> DatasetVersion:
-    """The dataset version of ``result``: members sorted by trajectory id.
+    """The dataset version of ``result``: members sorted by trajectory id, ``inherited``
+    of them from the parent, and the parent's members ``removed`` (sorted by id).
 
     An empty result is refused: an empty dataset is not frozen.
     """
@@ -442,6 +492,8 @@ def propose_version(
         achieved=result.achieved,
         policies=tuple(sorted(set(policies))),
         human_reviewed=human_reviewed,
+        inherited=inherited,
+        removed=tuple(sorted(removed, key=lambda r: r.trajectory_id)),
     )
 
 

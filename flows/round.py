@@ -258,10 +258,11 @@ def propose_task(
     settings: FlywheelSettings,
     target: MixTarget,
     now_failing: Sequence[str] = (),
+    plan: GenerationPlan | None = None,
 ) -> Proposal | None:
     llm = agent_llm(settings, "balancer")
     proposal = stages.propose_dataset(
-        home, round_id, trajectory_ids, reviews, target, llm, now_failing
+        home, round_id, trajectory_ids, reviews, target, llm, now_failing, plan
     )
     if proposal is not None:
         from prefect.artifacts import create_markdown_artifact
@@ -417,6 +418,7 @@ def _propose_and_decide(
         settings,
         config.target,
         [r.trajectory_id for r in stale],
+        config.plan,
     )
     if proposal is None:
         log.info("nothing approved: no dataset version to propose")

@@ -294,18 +294,43 @@ def propose_dataset(
     target: MixTarget,
     llm: JsonLLM | None = None,
     now_failing: Collection[str] = (),
+    plan: GenerationPlan | None = None,
 ) -> Proposal | None:
-    """Weigh the approved successes among ``trajectory_ids`` towards the target mix,
-    reading the catalog's columns (no trajectory is loaded): the version to approve, or
-    None when nothing is approved. ``now_failing`` (``stale_successes``) are left out,
-    and the proposal says how many."""
+    """The version to approve, or None when nothing is approved: the parent version's
+    members and the approved successes among ``trajectory_ids``, weighed together towards
+    the target mix from the catalog's columns.
+
+    A parent member stays unless its final review (every stored review of it counts, a
+    person's over an automatic one) no longer approves it, or today's verifier fails it
+    (``now_failing``, and the parent's own stale successes): each removal is recorded in
+    the version with its reason. Members of ``plan``'s down-weighted (mastered)
+    templates get the plan's factor, except the preservation set."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         parent = _parent(catalog, round_id)
-        pool = [Candidate.from_row(row) for row in catalog.balance_rows(trajectory_ids)]
+        inherited = [m.trajectory_id for m in catalog.get_dataset(parent).members] if parent else []
+        pool = [
+            Candidate.from_row(row) for row in catalog.balance_rows([*trajectory_ids, *inherited])
+        ]
+        reviews = [*reviews, *catalog.reviews_of_trajectories(inherited)]
+        stale_parents = [r.trajectory_id for r in stale_successes(_older(catalog, inherited))]
     state = run_balancer(
-        round_id, pool, reviews, target, parent=parent, llm=llm, now_failing=now_failing
+        round_id,
+        pool,
+        reviews,
+        target,
+        parent=parent,
+        llm=llm,
+        now_failing=[*now_failing, *stale_parents],
+        inherited=inherited,
+        down_weights={w.template: w.weight for w in plan.template_weights} if plan else {},
+        preserved={r.fingerprint for r in plan.preserve} if plan else frozenset(),
     )
     return Proposal.of(state)
+
+
+def _older(catalog: Catalog, trajectory_ids: Sequence[str]) -> list[Trajectory]:
+    """Those of ``trajectory_ids`` verified before the collateral check existed."""
+    return catalog.trajectories_by_ids(catalog.without_collateral_check(trajectory_ids))
 
 
 def _has_collateral_check(task: TaskSpec) -> bool:

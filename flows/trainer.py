@@ -113,13 +113,17 @@ def rl_task(
     def on_update(update: UpdateRecord) -> None:
         progress(update.update, settings.updates)
         log.info(
-            "RL update %d/%d: loss %.4f, reward %.3f, success %.2f, regimes %s",
+            "RL update %d/%d: loss %.4f, reward %.3f, success %.2f, regimes %s, "
+            "informative groups %d/%d (%d skipped)",
             update.update,
             settings.updates,
             update.loss,
             update.mean_reward,
             update.success_rate,
             update.regimes,
+            update.informative,
+            update.groups,
+            update.skipped,
         )
 
     advice = "rl.tasks_per_update, rl.group_size, rl.max_new_tokens or rl.max_steps"
@@ -127,6 +131,8 @@ def rl_task(
         result = rl_training.run_rl(
             base, tasks, settings, work / "rl", on_update=on_update, dev_probe=probe
         )
+    if result.not_run:
+        log.info(result.not_run)
     for update, move in result.moves:
         log.info(
             "schedule after update %d: %s %s -> %s (%s)",
@@ -184,8 +190,8 @@ def trainer(
     seed: int = 0,
     deploy: bool = False,
 ) -> dict[str, Any]:
-    """Train on frozen dataset version ``dataset_id`` from ``base`` (``tiny``, or a local
-    model folder) by ``method``; evaluate on the development set; register the model.
+    """Train on frozen dataset version ``dataset_id`` from ``base`` (``tiny``, ``nano``,
+    or a local model folder) by ``method``; evaluate on the development set; register the model.
     With ``deploy``, then run the ``deployment`` flow on it (promoted if the gate allows)."""
     request = TrainRequest.of(
         {

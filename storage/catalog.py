@@ -409,6 +409,21 @@ class Catalog:
                 raise UnknownIdError("trajectory", missing, recent_ids(con, "trajectories"))
         return [found[i] for i in trajectory_ids]
 
+    def without_collateral_check(self, trajectory_ids: Sequence[str]) -> list[str]:
+        """Those of ``trajectory_ids`` whose task has no ``no_collateral`` check (stored
+        before it existed: ``flywheel verify`` re-verifies them), in the order given."""
+        wanted = list(dict.fromkeys(trajectory_ids))
+        if not wanted:
+            return []
+        with self._connect() as con, registered(con, "_wanted", ids_table(wanted)):
+            rows = con.execute(
+                "SELECT t.id FROM trajectories t JOIN tasks k ON k.id = t.task_id "
+                "WHERE t.id IN (SELECT id FROM _wanted) AND NOT list_contains("
+                "json_extract_string(k.spec, '$.verifier.checks[*].kind'), 'no_collateral')",
+            ).fetchall()
+        older = {str(row[0]) for row in rows}
+        return [i for i in wanted if i in older]
+
     def trajectory_fingerprints(self, round_id: str) -> list[tuple[str, str]]:
         """``(trajectory id, task fingerprint)`` of every trajectory of a round, in
         storage order (the order shards were ingested)."""
@@ -449,7 +464,8 @@ class Catalog:
         """What balancing reads of each trajectory, from columns (no trajectory is
         rebuilt): ``trajectory_id``, ``task_id``, ``split``, ``outcome``, ``recovered``,
         ``capability`` and ``domain`` (the task's first), ``difficulty``, ``source``,
-        ``policy`` (``name@version``); in the order given, unknown ids left out."""
+        ``policy`` (``name@version``), ``fingerprint`` and ``template``; in the order
+        given, unknown ids left out."""
         wanted = list(dict.fromkeys(trajectory_ids))
         if not wanted:
             return []
@@ -458,8 +474,8 @@ class Catalog:
                 con,
                 "SELECT t.id AS trajectory_id, t.task_id, k.split, t.outcome, t.recovered, "
                 "k.capabilities[1] AS capability, k.difficulty, k.domains[1] AS domain, "
-                "k.source, t.policy || '@' || t.policy_version AS policy "
-                "FROM trajectories t JOIN tasks k ON k.id = t.task_id "
+                "k.source, t.policy || '@' || t.policy_version AS policy, k.fingerprint, "
+                "k.template FROM trajectories t JOIN tasks k ON k.id = t.task_id "
                 "WHERE t.id IN (SELECT id FROM _wanted)",
                 [],
             )

@@ -70,10 +70,54 @@ def _membership(con: duckdb.DuckDBPyConnection, a: str, b: str) -> dict[str, Any
     return {
         "added": added,
         "removed": removed,
+        "additions": _additions(con, b, added),
+        "removals": _removals(con, a, b, removed),
         "reweighted": reweighted,
         "review_changed": reviewed,
         "unchanged": unchanged,
     }
+
+
+def _additions(con: duckdb.DuckDBPyConnection, b: str, added: list[str]) -> list[dict[str, Any]]:
+    """Each added trajectory with why it joined: its round and the decision that let it
+    in (by a person or automatically)."""
+    if not added:
+        return []
+    rows = con.execute(
+        "SELECT m.trajectory_id, t.round_id, m.decision, m.human FROM dataset_members m "
+        "JOIN trajectories t ON t.id = m.trajectory_id "
+        "WHERE m.dataset_id = ? AND list_contains(?, m.trajectory_id) ORDER BY 1",
+        [b, added],
+    ).fetchall()
+    return [
+        {
+            "trajectory_id": trajectory_id,
+            "round_id": round_id,
+            "reason": f"{decision}d {'by a person' if human else 'automatically'}"
+            + (f" in {round_id}" if round_id else ""),
+        }
+        for trajectory_id, round_id, decision, human in rows
+    ]
+
+
+def _removals(
+    con: duckdb.DuckDBPyConnection, a: str, b: str, removed: list[str]
+) -> list[dict[str, Any]]:
+    """Each removed trajectory with the reason recorded by the version that removed it
+    (``b`` or a version between ``a`` and ``b``); None when ``b`` does not descend from
+    ``a`` through versions that recorded one."""
+    if not removed:
+        return []
+    reasons: dict[str, dict[str, Any]] = {}
+    for version in [b, *_ancestors(con, b)]:
+        if version == a:
+            break
+        for removal in datasets.removals(con, version):
+            reasons.setdefault(removal["trajectory_id"], {**removal, "dataset_id": version})
+    return [
+        reasons.get(t, {"trajectory_id": t, "reason": None, "detail": "", "dataset_id": None})
+        for t in removed
+    ]
 
 
 def _ids(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, str]) -> list[str]:

@@ -154,6 +154,8 @@ def summary(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, Any]:
         "size": len(lineage["trajectory_ids"]),
         "counts": _composition(con, dataset_id),
         "human_reviewed": record["human_reviewed"],
+        "inherited": record.get("inherited", 0),
+        "removed": len(record.get("removed", [])),
         "lineage": {"round": record["round_id"], "policies": record["policies"], **lineage},
         "target": record["target"],
         "achieved": record["achieved"],
@@ -187,6 +189,12 @@ def _approval_json(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str,
         mode="json",
         include={"decision", "approver", "automatic", "decided_at", "comment", "flow_run_id"},
     )
+
+
+def removals(con: duckdb.DuckDBPyConnection, dataset_id: str) -> list[dict[str, Any]]:
+    """The parent's members version ``dataset_id`` left out, each with its reason."""
+    removed: list[dict[str, Any]] = _record(con, dataset_id).get("removed", [])
+    return removed
 
 
 def _record(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, Any]:

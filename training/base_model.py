@@ -1,23 +1,30 @@
-"""The base model a training run starts from: ``tiny``, built here, or a local directory.
+"""The base model a training run starts from: one built here (``tiny``, ``nano``) or a
+local directory.
 
-``tiny`` needs no download: a byte-level BPE tokenizer trained on the export's own rendered
-conversations and a two-layer ``Qwen2ForCausalLM`` with random weights. It learns nothing
-useful, but it runs the whole trainer flow (SFT, rollouts, RL) on a CPU in seconds.
+A built base needs no download: a byte-level BPE tokenizer trained on the export's own
+conversations, rendered with the base's chat template, and a causal LM with random
+weights from a configuration (``RECIPES``):
+
+- ``tiny``: a two-layer ``Qwen2ForCausalLM`` of width 64 with ``CHAT_TEMPLATE`` (the
+  functions as JSON schemas). It learns nothing useful, but it runs the whole trainer
+  flow (SFT, rollouts, RL) on a CPU in seconds: the fast tests use it.
+- ``nano``: a four-layer ``LlamaForCausalLM`` of width 192 (2.4M parameters) with
+  ``COMPACT_TEMPLATE`` (one line per function: rows about five times shorter) and a
+  tokenizer whose pre-tokenization keeps an entity id (``ev-3``, ``c-12``) and a run of
+  digits (``2026``) whole, so the values a plan copies from a tool result are a few
+  tokens, often one. It is sized to learn the sandbox's templates from a round's version
+  in minutes on two CPU cores (README, "The nano base"). A Llama configuration, not a
+  Qwen2 one: ``AutoTokenizer`` rebuilds Qwen2's own pre-tokenization for a ``qwen2``
+  model directory whatever its tokenizer.json says, and loads a ``llama`` one as saved.
 
 Any other name is a local directory holding a Hugging Face causal LM; it is checked and
-loaded with ``local_files_only`` (nothing is fetched from a hub). A tokenizer without a chat
-template gets ``CHAT_TEMPLATE``.
-
-``CHAT_TEMPLATE`` is ChatML with Qwen2.5-style tool calls. It is *prefix-consistent*: the
-rendering of a conversation's first messages is a prefix of the rendering of more of them,
-and the generation prompt plus an assistant turn's body is exactly that turn's rendering.
-SFT computes its loss masks from this (``training.sft``), and rollouts append tool results
-after the tokens a model generated without re-rendering what came before.
+loaded with ``local_files_only`` (nothing is fetched from a hub) and keeps its own chat
+template (with the full schemas); a tokenizer without one gets ``CHAT_TEMPLATE``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -36,20 +43,41 @@ from tokenizers import (
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
+    PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
     PreTrainedTokenizerFast,
     Qwen2Config,
     Qwen2ForCausalLM,
 )
+from transformers.models.llama import LlamaConfig, LlamaForCausalLM
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX as QWEN2_SPLIT
 from transformers.utils import logging as hf_logging
-from transformers.utils.chat_template_utils import render_jinja_template
 
 from contract import InvalidInputError
-from training.settings import ALLOWED_BASES, TINY, check_base, check_directory, refuse_base
+from training.chat_templates import CHAT_TEMPLATE, COMPACT_TEMPLATE, render
+from training.settings import (
+    ALLOWED_BASES,
+    NANO,
+    TINY,
+    check_base,
+    check_directory,
+    refuse_base,
+)
 
-__all__ = ["ALLOWED_BASES", "TINY", "BaseModel", "check_base", "load_base", "save_model"]
+__all__ = [
+    "ALLOWED_BASES",
+    "CHAT_TEMPLATE",
+    "COMPACT_TEMPLATE",
+    "NANO",
+    "RECIPES",
+    "TINY",
+    "BaseModel",
+    "check_base",
+    "load_base",
+    "render",
+    "save_model",
+]
 
 ENDOFTEXT = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -57,72 +85,16 @@ IM_END = "<|im_end|>"
 TOOL_CALL = "<tool_call>"
 TOOL_CALL_END = "</tool_call>"
 MAX_POSITIONS = 4096
-"""The context of the tiny model, and its tokenizer's ``model_max_length``."""
+"""The context of the built models, and their tokenizers' ``model_max_length``."""
 DEFAULT_VOCAB = 2048
-
-CHAT_TEMPLATE = r"""
-{%- macro arguments_of(function) -%}
-    {%- if function.arguments is string -%}
-        {{- function.arguments -}}
-    {%- elif function.arguments is defined -%}
-        {{- function.arguments | tojson -}}
-    {%- else -%}
-        {{- '{}' -}}
-    {%- endif -%}
-{%- endmacro -%}
-{%- set system_first = messages | length > 0 and messages[0].role == 'system' -%}
-{%- if tools -%}
-    {{- '<|im_start|>system\n' -}}
-    {%- if system_first and messages[0].content -%}
-        {{- messages[0].content + '\n\n' -}}
-    {%- endif -%}
-    {{- '# Tools\n\nYou may call the functions whose signatures are within '
-        + '<tools></tools>:\n<tools>' -}}
-    {%- for tool in tools -%}
-        {{- '\n' + (tool | tojson) -}}
-    {%- endfor -%}
-    {{- '\n</tools>\n\nTo call a function, write a JSON object with its name and arguments '
-        + 'within <tool_call></tool_call> tags.<|im_end|>\n' -}}
-{%- endif -%}
-{%- for message in messages -%}
-    {%- if loop.first and tools and system_first -%}
-    {%- elif message.role == 'assistant' -%}
-        {{- '<|im_start|>assistant\n' -}}
-        {%- generation -%}
-            {%- if message.content -%}
-                {{- message.content -}}
-            {%- endif -%}
-            {%- if message.tool_calls -%}
-                {%- for call in message.tool_calls -%}
-                    {%- if not loop.first or message.content -%}
-                        {{- '\n' -}}
-                    {%- endif -%}
-                    {%- set function = call.function if call.function is defined else call -%}
-                    {{- '<tool_call>\n{"name": ' + (function.name | tojson) + ', "arguments": ' -}}
-                    {{- arguments_of(function) -}}
-                    {{- '}\n</tool_call>' -}}
-                {%- endfor -%}
-            {%- endif -%}
-            {{- '<|im_end|>' -}}
-        {%- endgeneration -%}
-        {{- '\n' -}}
-    {%- else -%}
-        {{- '<|im_start|>' + message.role + '\n' -}}
-        {%- if message.content -%}
-            {{- message.content -}}
-        {%- endif -%}
-        {{- '<|im_end|>\n' -}}
-    {%- endif -%}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{- '<|im_start|>assistant\n' -}}
-{%- endif -%}
-""".strip()
-"""ChatML with Qwen2.5-style tool calls (``<tool_call>`` JSON blocks in the assistant turn,
-the functions as JSON lines in the system turn, one ``tool`` turn per result). Tool-call
-arguments are JSON objects, written with ``tojson``, or text, written as it is (a model's
-malformed arguments stay what it wrote). The assistant body, ``<|im_end|>`` included, is a
-``{% generation %}`` block, for ``return_assistant_tokens_mask``."""
+ENTITY_SPLIT = (
+    r"\p{L}+-\p{N}+|\p{N}+|[^\r\n\p{L}\p{N}]?\p{L}+| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+"""Pre-tokenization of ``nano``: an entity id (letters, a hyphen, digits) and a run of
+digits are one piece each, so BPE can give a frequent id or number a single token; the
+rest splits as Qwen2's does (words with their leading space or punctuation mark,
+punctuation runs, newlines, spaces)."""
 
 _SAMPLE: list[dict[str, Any]] = [
     {"role": "system", "content": "You are the planner of a phone assistant."},
@@ -160,39 +132,25 @@ def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def render(
-    messages: Sequence[Mapping[str, Any]],
-    tools: Sequence[Mapping[str, Any]] | None = None,
-    *,
-    add_generation_prompt: bool = False,
-    chat_template: str = CHAT_TEMPLATE,
-) -> str:
-    """``messages`` (and ``tools``) rendered with ``chat_template`` as text, without a
-    tokenizer. Keys whose value is None are dropped first, as ``apply_chat_template`` does."""
-    rendered, _ = cast(
-        tuple[list[str], object],  # annotated as str, returns the texts and the indices
-        render_jinja_template(
-            conversations=[[{k: v for k, v in m.items() if v is not None} for m in messages]],
-            tools=[dict(tool) for tool in tools] if tools else None,
-            chat_template=chat_template,
-            add_generation_prompt=add_generation_prompt,
-        ),
-    )
-    return rendered[0]
-
-
-def corpus_texts(rows: Iterable[Mapping[str, Any]]) -> Iterator[str]:
-    """The rendered conversation of each export row (``messages`` and ``tools``), the text
-    a tokenizer for these conversations is trained on."""
+def corpus_texts(
+    rows: Iterable[Mapping[str, Any]], chat_template: str = CHAT_TEMPLATE
+) -> Iterator[str]:
+    """The conversation of each export row (``messages`` and ``tools``) rendered with
+    ``chat_template``: the text a tokenizer for these conversations is trained on."""
     for row in rows:
-        yield render(row["messages"], row.get("tools") or None)
+        yield render(row["messages"], row.get("tools") or None, chat_template=chat_template)
 
 
 def train_tokenizer(
-    texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB
+    texts: Iterable[str],
+    vocab_size: int = DEFAULT_VOCAB,
+    *,
+    split: str = QWEN2_SPLIT,
+    chat_template: str = CHAT_TEMPLATE,
 ) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer trained on ``texts`` (and a sample conversation), with
-    Qwen2's normalization and pre-tokenization and ``CHAT_TEMPLATE``. ``<|endoftext|>``
+    NFC normalization, pre-tokenization by ``split`` (Qwen2's by default) and
+    ``chat_template``. ``<|endoftext|>``
     pads, ``<|im_end|>`` ends a turn and is the end of sequence; ``<tool_call>`` and
     ``</tool_call>`` are single tokens but not special, so decoding with
     ``skip_special_tokens`` keeps them. Text in NFC form (what most text is) round-trips."""
@@ -203,12 +161,10 @@ def train_tokenizer(
             "vocab_size", f"{vocab_size} is out of range", [f"{floor} to 1000000"]
         )
     core = Tokenizer(models.BPE())
-    # Qwen2's pipeline, which ``AutoTokenizer`` rebuilds for a ``qwen2`` model directory
-    # whatever its tokenizer.json says: the same one here keeps a saved model's tokens.
     core.normalizer = normalizers.NFC()
     core.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+            pre_tokenizers.Split(Regex(split), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
@@ -219,7 +175,7 @@ def train_tokenizer(
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    core.train_from_iterator(_with_sample(texts), trainer=trainer)
+    core.train_from_iterator(_with_sample(texts, chat_template), trainer=trainer)
     core.add_tokens(
         [AddedToken(t, special=False, normalized=False) for t in (TOOL_CALL, TOOL_CALL_END)]
     )
@@ -231,12 +187,13 @@ def train_tokenizer(
         model_max_length=MAX_POSITIONS,
         clean_up_tokenization_spaces=False,
     )
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = chat_template
     return tokenizer
 
 
-def _with_sample(texts: Iterable[str]) -> Iterator[str]:
-    yield render(_SAMPLE, [{"type": "function", "function": {"name": "send_text"}}])
+def _with_sample(texts: Iterable[str], chat_template: str) -> Iterator[str]:
+    tools = [{"type": "function", "function": {"name": "send_text"}}]
+    yield render(_SAMPLE, tools, chat_template=chat_template)
     yield from texts
 
 
@@ -267,29 +224,87 @@ def tiny_config(
     )
 
 
-def tiny_model(tokenizer: PreTrainedTokenizerBase, *, seed: int = 0) -> Qwen2ForCausalLM:
-    """A tiny Qwen2 with random weights (from ``seed``, without touching the global random
-    state) for ``tokenizer``'s vocabulary."""
-    config = tiny_config(
+def nano_config(
+    vocab_size: int, *, pad_token_id: int | None = None, eos_token_id: int | None = None
+) -> LlamaConfig:
+    """The configuration of the nano model: a Llama of four layers, width 192, six heads
+    sharing two key-value heads, embeddings tied."""
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=192,
+        num_hidden_layers=4,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        intermediate_size=512,
+        max_position_embeddings=MAX_POSITIONS,
+        tie_word_embeddings=True,
+        pad_token_id=pad_token_id,
+        eos_token_id=eos_token_id,
+        bos_token_id=None,
+    )
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a base built here is made: its tokenizer's pre-tokenization, vocabulary and
+    chat template, and its model's configuration and class."""
+
+    split: str
+    vocab_size: int
+    chat_template: str
+    config: Callable[..., PretrainedConfig]
+    """``(vocab_size, *, pad_token_id, eos_token_id)`` to the model's configuration."""
+    model_class: type[PreTrainedModel]
+
+
+RECIPES: dict[str, Recipe] = {
+    TINY: Recipe(QWEN2_SPLIT, DEFAULT_VOCAB, CHAT_TEMPLATE, tiny_config, Qwen2ForCausalLM),
+    NANO: Recipe(ENTITY_SPLIT, 4096, COMPACT_TEMPLATE, nano_config, LlamaForCausalLM),
+}
+"""The bases built here, by name."""
+
+
+def built_tokenizer(name: str, corpus: Iterable[str]) -> PreTrainedTokenizerFast:
+    """The tokenizer of the built base ``name``, trained on ``corpus`` (conversations
+    rendered with its chat template: ``corpus_texts(rows, RECIPES[name].chat_template)``)."""
+    recipe = RECIPES[name]
+    return train_tokenizer(
+        corpus, recipe.vocab_size, split=recipe.split, chat_template=recipe.chat_template
+    )
+
+
+def built_model(name: str, tokenizer: PreTrainedTokenizerBase, *, seed: int = 0) -> PreTrainedModel:
+    """The built base ``name`` with random weights (from ``seed``, without touching the
+    global random state) for ``tokenizer``'s vocabulary."""
+    recipe = RECIPES[name]
+    config = recipe.config(
         len(tokenizer), pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config)
+        model = recipe.model_class(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
 
 
+def tiny_model(tokenizer: PreTrainedTokenizerBase, *, seed: int = 0) -> Qwen2ForCausalLM:
+    """A tiny Qwen2 with random weights from ``seed`` for ``tokenizer``'s vocabulary."""
+    model = built_model(TINY, tokenizer, seed=seed)
+    assert isinstance(model, Qwen2ForCausalLM)
+    return model
+
+
 def load_base(base: str, corpus: Iterable[str] | None = None, *, seed: int = 0) -> BaseModel:
-    """The base model named ``base``, on ``device()``: ``tiny`` (a tokenizer trained on
-    ``corpus``, and a tiny model from ``seed``), or a local directory holding a Hugging Face
-    causal LM and its tokenizer. Anything else, or a directory that does not load, is an
-    ``InvalidInputError`` naming ``base``."""
+    """The base model named ``base``, on ``device()``: a built one (``RECIPES``: a
+    tokenizer trained on ``corpus``, rendered with its chat template, and a model from
+    ``seed``), or a local directory holding a Hugging Face causal LM and its tokenizer.
+    Anything else, or a directory that does not load, is an ``InvalidInputError`` naming
+    ``base``."""
     tokenizer: PreTrainedTokenizerBase
-    if base == TINY:
-        tokenizer = train_tokenizer(corpus or ())
-        model: PreTrainedModel = tiny_model(tokenizer, seed=seed)
+    if base in RECIPES:
+        tokenizer = built_tokenizer(base, corpus or ())
+        model: PreTrainedModel = built_model(base, tokenizer, seed=seed)
     else:
         model, tokenizer = _load_directory(Path(base))
     model.to(device())  # type: ignore[arg-type]  # transformers types `to` through a wrapper

@@ -31,10 +31,11 @@ faster than batching pays for, and on a GPU the same loop runs on the device.
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -55,13 +56,17 @@ from agents.policies.chat_format import opening_messages, task_view
 from agents.runner import run_episode
 from contract import InvalidInputError, TaskSpec
 from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.strength import replay
 from training.base_model import BaseModel as Base
-from training.care import CareConfig, Regime, Rollout, care_group
+from training.care import CareConfig, CareGroup, Regime, Rollout, care_group
 from training.chat_model import LocalChatModel
 from training.schedule import DevMetrics, Move, ScheduleConfig, next_config
 from training.settings import RlSettings
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
+
+FLAT = 1e-9
+"""Rewards closer than this are equal: their group's advantages are zero."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,14 @@ class GroupRecord:
     output_tokens: tuple[int, ...]
     care: CareConfig
     """The CARE parameters in effect (the schedule may have moved them)."""
+    skipped: bool = False
+    """Its rewards were all equal and another task's group replaced it (dynamic sampling):
+    it never reached the loss."""
+
+    @property
+    def informative(self) -> bool:
+        """Its rewards differ, so its advantages are not all zero: it moves the policy."""
+        return max(self.rewards) - min(self.rewards) > FLAT
 
 
 @dataclass(frozen=True)
@@ -96,6 +109,17 @@ class UpdateRecord:
     reward_by_regime: dict[str, float]
     rollouts: int
     seconds: float
+    groups: int = 0
+    """Groups sampled for the update, skipped ones included."""
+    informative: int = 0
+    """Groups whose rewards differ (non-zero advantages)."""
+    skipped: int = 0
+    """Groups with equal rewards replaced by another task's (dynamic sampling)."""
+
+    @property
+    def informative_share(self) -> float:
+        """Informative groups among those sampled: the share of rollouts that carry signal."""
+        return self.informative / self.groups if self.groups else 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +132,10 @@ class UpdateRecord:
             "reward_by_regime": dict(self.reward_by_regime),
             "rollouts": self.rollouts,
             "seconds": self.seconds,
+            "groups": self.groups,
+            "informative": self.informative,
+            "skipped": self.skipped,
+            "informative_share": self.informative_share,
         }
 
 
@@ -121,10 +149,17 @@ class RlResult:
     final_care: CareConfig = field(default_factory=CareConfig)
     trajectories: int = 0
     seconds: float = 0.0
+    not_run: str | None = None
+    """Why no update ran (the starting checkpoint gives no signal), or None."""
 
     @property
     def rollouts_per_second(self) -> float:
         return self.trajectories / self.seconds if self.seconds else 0.0
+
+    @property
+    def informative_share(self) -> float:
+        """Informative groups among all sampled, over the run."""
+        return sum(g.informative for g in self.groups) / len(self.groups) if self.groups else 0.0
 
     @property
     def regimes_met(self) -> set[Regime]:
@@ -148,6 +183,57 @@ def rl_prompts(tasks: Sequence[TaskSpec], settings: RlSettings) -> datasets.Data
     return datasets.Dataset.from_list(rows)
 
 
+@dataclass(frozen=True)
+class StartingSignal:
+    """Greedy episodes of the starting checkpoint on some of its RL tasks, against what
+    doing nothing earns on them (a check its initial state meets counts as progress)."""
+
+    tasks: int
+    successes: int
+    mean_progress: float
+    idle_progress: float
+    """Mean progress of finishing at once, without a single call."""
+
+    @property
+    def any(self) -> bool:
+        """Some episode succeeded or got further than doing nothing: groups can differ."""
+        return self.successes > 0 or self.mean_progress > self.idle_progress + FLAT
+
+    def reason(self) -> str:
+        return (
+            f"RL skipped: greedy, the starting checkpoint solves {self.successes} of "
+            f"{self.tasks} RL tasks with mean progress {self.mean_progress:.3f} "
+            f"(doing nothing: {self.idle_progress:.3f}), so its groups' rewards would be "
+            "equal and no update would move it; train SFT longer (or set rl.probe_tasks=0 "
+            "to run RL anyway)"
+        )
+
+
+def starting_signal(base: Base, tasks: Sequence[TaskSpec], settings: RlSettings) -> StartingSignal:
+    """Greedy episodes on ``settings.probe_tasks`` of ``tasks`` (drawn from the seed)."""
+    chosen = random.Random(settings.seed).sample(
+        sorted(tasks, key=lambda t: t.id), min(settings.probe_tasks, len(tasks))
+    )
+    policy = LocalChatModel(
+        model=base.model,
+        tokenizer=base.tokenizer,
+        name=base.name,
+        temperature=0.0,
+        max_new_tokens=settings.max_new_tokens,
+        max_context=settings.max_context,
+    )
+    sandbox = MobileSandbox()
+    verdicts = [
+        run_episode(t, sandbox, policy, max_steps=settings.steps_for(t)).verdict for t in chosen
+    ]
+    return StartingSignal(
+        tasks=len(verdicts),
+        successes=sum(v.passed for v in verdicts),
+        mean_progress=_mean([v.progress for v in verdicts]),
+        idle_progress=_mean([replay(t, (), sandbox).progress for t in chosen]),
+    )
+
+
 def run_rl(
     base: Base,
     tasks: Sequence[TaskSpec],
@@ -157,7 +243,9 @@ def run_rl(
     on_update: Callable[[UpdateRecord], None] | None = None,
     dev_probe: DevProbe | None = None,
 ) -> RlResult:
-    """Train ``base.model`` in place for ``settings.updates`` updates on ``tasks``."""
+    """Train ``base.model`` in place for ``settings.updates`` updates on ``tasks``; first,
+    unless ``settings.probe_tasks`` is 0, check that the model gives RL a signal
+    (``starting_signal``): without one nothing runs and ``RlResult.not_run`` says why."""
     if len(tasks) < settings.tasks_per_update:  # TRL would drop the short batch: no update
         raise InvalidInputError(
             "rl.tasks_per_update",
@@ -165,6 +253,10 @@ def run_rl(
             f"{len(tasks)} RL task(s)",
             [f"1 <= tasks_per_update <= {max(1, len(tasks))}"],
         )
+    if settings.probe_tasks:
+        signal = starting_signal(base, tasks, settings)
+        if not signal.any:
+            return RlResult(final_care=settings.care, not_run=signal.reason())
     torch.manual_seed(settings.seed)
     result = RlResult(final_care=settings.care)
     by_id = {t.id: t for t in tasks}
@@ -247,9 +339,84 @@ class _RunState:
     previous: DevMetrics | None = None
     fingerprints: dict[str, str] = field(default_factory=dict)
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
+    rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
         self.care = self.settings.care
+        self.rng = random.Random(self.settings.seed)
+
+    def replacement(self, tried: set[str]) -> str | None:
+        """A task not yet sampled in this update, drawn from the seed; None if none is left."""
+        left = sorted(set(self.tasks) - tried)
+        return self.rng.choice(left) if left else None
+
+    def record(
+        self, task_id: str, rollouts: list[Rollout], update: int, *, skipped: bool = False
+    ) -> CareGroup:
+        """CARE's verdict on one group, kept in the run's groups."""
+        budget = self.settings.budget_for(self.tasks.get(task_id))
+        group = care_group(rollouts, budget, self.care)
+        self.result.groups.append(
+            GroupRecord(
+                update=update,
+                task_id=task_id,
+                fingerprint=self.fingerprints.get(task_id, ""),
+                competence=group.competence,
+                regime=group.regime,
+                successes=tuple(r.success for r in rollouts),
+                progress=tuple(r.progress for r in rollouts),
+                costs=group.costs,
+                rewards=group.rewards,
+                advantages=group.advantages,
+                output_tokens=tuple(r.output_tokens for r in rollouts),
+                care=self.care,
+                skipped=skipped,
+            )
+        )
+        return group
+
+
+@dataclass(frozen=True)
+class _Episode:
+    """One rollout as TRL takes it, with what CARE reads of it."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    env_mask: list[int]
+    task_id: str
+    success: bool
+    progress: float
+    output_tokens: int
+    tool_calls: int
+
+    @property
+    def rollout(self) -> Rollout:
+        return Rollout(self.success, self.progress, self.output_tokens, self.tool_calls)
+
+
+def _episode(
+    task: TaskSpec, sandbox: MobileSandbox, policy: LocalChatModel, settings: RlSettings
+) -> _Episode:
+    policy.sessions.clear()
+    trajectory = run_episode(  # one sandbox for the run: its world cache serves the G resets
+        task, sandbox, policy, max_steps=settings.steps_for(task), stop_when_verified=True
+    )
+    trace = policy.sessions[0].trace if policy.sessions else None
+    if trace is None:
+        raise RuntimeError(f"the episode of {task.id} asked the model nothing")
+    completion, mask = list(trace.completion_ids), list(trace.model_mask)
+    if not completion:  # TRL needs one token; a harness token carries no loss
+        completion, mask = [int(policy.tokenizer.eos_token_id)], [0]
+    return _Episode(
+        prompt_ids=trace.prompt_ids,
+        completion_ids=completion,
+        env_mask=mask,
+        task_id=task.id,
+        success=trajectory.verdict.passed,
+        progress=trajectory.verdict.progress,
+        output_tokens=trace.generated_tokens,
+        tool_calls=trajectory.cost.tool_calls,
+    )
 
 
 def _rollouts(
@@ -260,42 +427,31 @@ def _rollouts(
     settings: RlSettings,
     state: _RunState,
 ) -> dict[str, Any]:
-    out: dict[str, list[Any]] = {
-        key: []
-        for key in (
-            "prompt_ids",
-            "completion_ids",
-            "env_mask",
-            "task_id",
-            "success",
-            "progress",
-            "output_tokens",
-            "tool_calls",
-        )
-    }
-    end_of_turn = policy.tokenizer.eos_token_id
-    for prompt in prompts:
-        task = tasks[prompt[0]["task_id"]]
-        policy.sessions.clear()
-        trajectory = run_episode(  # one sandbox for the run: its world cache serves the G resets
-            task, sandbox, policy, max_steps=settings.steps_for(task), stop_when_verified=True
-        )
-        trace = policy.sessions[0].trace if policy.sessions else None
-        if trace is None:
-            raise RuntimeError(f"the episode of {task.id} asked the model nothing")
-        completion, mask = list(trace.completion_ids), list(trace.model_mask)
-        if not completion:  # TRL needs one token; a harness token carries no loss
-            completion, mask = [int(end_of_turn)], [0]
-        out["prompt_ids"].append(trace.prompt_ids)
-        out["completion_ids"].append(completion)
-        out["env_mask"].append(mask)
-        out["task_id"].append(task.id)
-        out["success"].append(trajectory.verdict.passed)
-        out["progress"].append(trajectory.verdict.progress)
-        out["output_tokens"].append(trace.generated_tokens)
-        out["tool_calls"].append(trajectory.cost.tool_calls)
-        state.result.trajectories += 1
-    return {**out, "logprobs": None}
+    """``group_size`` rollouts per task of the batch. A group whose CARE rewards are all
+    equal has zero advantages and moves nothing: it is recorded as skipped and replaced
+    by a group of another task, at most ``resamples`` times (dynamic sampling, as in DAPO);
+    the last one stays whatever its rewards."""
+    size = settings.group_size
+    batch = [prompts[i][0]["task_id"] for i in range(0, len(prompts), size)]
+    tried = set(batch)
+    episodes: list[_Episode] = []
+    for task_id in batch:
+        task = tasks[task_id]
+        for attempt in range(settings.resamples + 1):
+            group = [_episode(task, sandbox, policy, settings) for _ in range(size)]
+            state.result.trajectories += size
+            if attempt == settings.resamples:
+                break
+            care = care_group([e.rollout for e in group], settings.budget_for(task), state.care)
+            replacement = state.replacement(tried)
+            if max(care.rewards) - min(care.rewards) > FLAT or replacement is None:
+                break
+            state.record(task.id, [e.rollout for e in group], state.update + 1, skipped=True)
+            task = tasks[replacement]
+            tried.add(replacement)
+        episodes += group
+    columns = {f.name: [getattr(e, f.name) for e in episodes] for f in fields(_Episode)}
+    return {**columns, "logprobs": None}
 
 
 class _CareScorer:
@@ -326,24 +482,7 @@ class _CareScorer:
                 )
             ]
             task_id = kwargs["task_id"][start]
-            budget = state.settings.budget_for(state.tasks.get(task_id))
-            group = care_group(rollouts, budget, state.care)
-            state.result.groups.append(
-                GroupRecord(
-                    update=state.update,
-                    task_id=task_id,
-                    fingerprint=state.fingerprints.get(task_id, ""),
-                    competence=group.competence,
-                    regime=group.regime,
-                    successes=tuple(r.success for r in rollouts),
-                    progress=tuple(r.progress for r in rollouts),
-                    costs=group.costs,
-                    rewards=group.rewards,
-                    advantages=group.advantages,
-                    output_tokens=tuple(r.output_tokens for r in rollouts),
-                    care=state.care,
-                )
-            )
+            group = state.record(task_id, rollouts, state.update)
             scores += group.advantages
         return scores
 
@@ -408,11 +547,14 @@ class _UpdateLog(TrainerCallback):
 def update_record(
     update: int, loss: float, groups: Sequence[GroupRecord], started: float
 ) -> UpdateRecord:
-    rewards = [r for g in groups for r in g.rewards]
-    successes = [s for g in groups for s in g.successes]
-    tokens = [t for g in groups for t in g.output_tokens]
+    """The curve point of one update: the rollouts that reached the loss (skipped groups
+    left out), and how many groups were sampled, informative and skipped."""
+    trained = [g for g in groups if not g.skipped]
+    rewards = [r for g in trained for r in g.rewards]
+    successes = [s for g in trained for s in g.successes]
+    tokens = [t for g in trained for t in g.output_tokens]
     by_regime: dict[str, list[float]] = {}
-    for g in groups:
+    for g in trained:
         by_regime.setdefault(g.regime.value, []).extend(g.rewards)
     return UpdateRecord(
         update=update,
@@ -420,10 +562,13 @@ def update_record(
         mean_reward=_mean(rewards),
         success_rate=_mean([float(s) for s in successes]),
         mean_output_tokens=_mean([float(t) for t in tokens]),
-        regimes={k: sum(1 for g in groups if g.regime.value == k) for k in by_regime},
+        regimes={k: sum(1 for g in trained if g.regime.value == k) for k in by_regime},
         reward_by_regime={k: _mean(v) for k, v in by_regime.items()},
         rollouts=len(rewards),
         seconds=time.perf_counter() - started,
+        groups=len(groups),
+        informative=sum(g.informative for g in groups),
+        skipped=sum(g.skipped for g in groups),
     )
 
 

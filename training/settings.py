@@ -40,7 +40,10 @@ from training.hyperparameters import Hyperparameters
 TINY = "tiny"
 """The default base model: a tiny Qwen2 built from a configuration, its tokenizer trained
 on the exported conversations."""
-ALLOWED_BASES = (TINY, "a local model directory")
+NANO = "nano"
+"""The CPU base that learns: a small Llama with a compact chat template (``base_model``)."""
+BUILT_BASES = (TINY, NANO)
+ALLOWED_BASES = (*BUILT_BASES, "a local model directory")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
@@ -82,6 +85,20 @@ class RlSettings(Hyperparameters):
     epsilon_low: float = Field(default=0.2, gt=0.0, lt=1.0, description="clip below 1 - e")
     epsilon_high: float = Field(default=0.28, gt=0.0, lt=1.0, description="clip above 1 + e")
     temperature: float = Field(default=1.0, gt=0.0, le=2.0, description="sampling temperature")
+    resamples: int = Field(
+        default=1,
+        ge=0,
+        le=16,
+        description="times a group whose rewards are all equal is replaced by another "
+        "task's (dynamic sampling); 0: such groups stay, with zero advantages",
+    )
+    probe_tasks: int = Field(
+        default=8,
+        ge=0,
+        le=1024,
+        description="RL tasks the starting checkpoint runs greedily first: RL is skipped "
+        "when it neither solves nor progresses on any; 0: no probe",
+    )
     max_new_tokens: int = Field(default=96, ge=1, le=16_384, description="tokens per reply")
     max_steps: int | None = Field(
         default=None,
@@ -146,7 +163,9 @@ class TrainRequest(BaseModel):
         description="the frozen dataset version (ds- and 20 hex digits), or 'latest' where "
         "the entry point resolves it",
     )
-    base: str = Field(default=TINY, min_length=1, description="'tiny' or a local model folder")
+    base: str = Field(
+        default=TINY, min_length=1, description="'tiny', 'nano' or a local model folder"
+    )
     method: TrainingMethod = TrainingMethod.SFT_RL
     sft: SftSettings = Field(default_factory=SftSettings)
     rl: RlSettings = Field(default_factory=RlSettings)
@@ -210,9 +229,10 @@ def refuse_base(path: Path, problem: str) -> InvalidInputError:
 
 
 def check_base(base: str) -> None:
-    """Refuse (``InvalidInputError`` naming ``base``) a base that is neither ``tiny`` nor a
-    directory with a model configuration and tokenizer files, without loading weights."""
-    if base != TINY:
+    """Refuse (``InvalidInputError`` naming ``base``) a base that is neither built here
+    (``tiny``, ``nano``) nor a directory with a model configuration and tokenizer files,
+    without loading weights."""
+    if base not in BUILT_BASES:
         check_directory(Path(base))
 
 

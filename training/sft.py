@@ -258,6 +258,7 @@ def sft_config(settings: SftSettings, out_dir: Path) -> SFTConfig:
         data_seed=settings.seed,
         logging_steps=settings.logging_steps,
         packing=False,
+        train_sampling_strategy="group_by_length",  # batches of similar lengths: little padding
         report_to="none",
         save_strategy="no",
         use_cpu=not cuda,

@@ -47,7 +47,7 @@ from contract import (
 from contract.validation import invalid_input
 from storage import Catalog, UnknownIdError
 from storage.files import path_inside
-from training.base_model import TINY, BaseModel, corpus_texts, save_model
+from training.base_model import RECIPES, BaseModel, corpus_texts, save_model
 from training.base_model import load_base as load_base_model
 from training.chat_model import LocalChatModel
 from training.evaluate import Evaluation, ensure_development_set, evaluate
@@ -58,7 +58,7 @@ from training.settings import TrainRequest
 from training.sft import SftResult
 
 PRODUCED_BY = "flywheel-trainer"
-SVG_PLOTS = ("sft_loss", "rl_reward", "rl_success", "rl_output_tokens")
+SVG_PLOTS = ("sft_loss", "rl_reward", "rl_success", "rl_informative", "rl_output_tokens")
 
 
 class TrainingError(FlywheelError):
@@ -86,8 +86,9 @@ def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData
 
 
 def load_base(request: TrainRequest, data: TrainingData) -> BaseModel:
-    """The base model; the tiny one gets a tokenizer trained on the export's text."""
-    corpus = corpus_texts(data.sft) if request.base == TINY else None
+    """The base model; a built one gets a tokenizer trained on the export's text."""
+    recipe = RECIPES.get(request.base)
+    corpus = corpus_texts(data.sft, recipe.chat_template) if recipe else None
     return load_base_model(request.base, corpus, seed=request.seed)
 
 
@@ -158,7 +159,9 @@ def dev_probe(tasks: list[TaskSpec], request: TrainRequest) -> DevProbe:
 def model_name(request: TrainRequest, created_at: datetime) -> str:
     """A readable name that is also one safe folder name (``MODEL_NAME``): base, method,
     dataset version and time."""
-    base = TINY if request.base == TINY else safe_component(Path(request.base).name, "base")
+    base = (
+        request.base if request.base in RECIPES else safe_component(Path(request.base).name, "base")
+    )
     method = request.method.value.replace("+", "-")
     return f"{base}-{method}-{request.dataset_id}-{created_at:%Y%m%dT%H%M%SZ}"
 
@@ -182,6 +185,8 @@ class Curves:
                 "rollouts": rl.trajectories,
                 "seconds": rl.seconds,
                 "rollouts_per_second": rl.rollouts_per_second,
+                "informative_share": rl.informative_share,
+                "not_run": rl.not_run,
                 "schedule_moves": [{"update": update, **vars(move)} for update, move in rl.moves],
                 "final_care": vars(rl.final_care),
             },
@@ -217,6 +222,15 @@ class Curves:
             charts["rl_success"] = line_chart(
                 [success], title="Rollout success", x_label="update", y_label="success rate"
             )
+            informative = Series(
+                "informative", tuple((u.update, u.informative_share) for u in curve)
+            )
+            charts["rl_informative"] = line_chart(
+                [informative],
+                title="Informative groups (rewards that differ)",
+                x_label="update",
+                y_label="share of groups sampled",
+            )
             tokens = Series("tokens", tuple((u.update, u.mean_output_tokens) for u in curve))
             charts["rl_output_tokens"] = line_chart(
                 [tokens],
@@ -243,6 +257,7 @@ def metrics_of(curves: Curves, report: FeedbackReport) -> dict[str, float]:
     if curves.rl and curves.rl.curve:
         metrics["rl_final_mean_reward"] = curves.rl.curve[-1].mean_reward
         metrics["rl_rollouts_per_second"] = curves.rl.rollouts_per_second
+        metrics["rl_informative_share"] = curves.rl.informative_share
     return metrics
 
 

@@ -270,4 +270,4 @@ def test_a_path_that_is_not_a_model_is_refused_by_name(
         load_base(str(path))
     assert refused.value.field == "base"
     assert str(path) in refused.value.problem and says in refused.value.problem
-    assert refused.value.allowed == ("tiny", "a local model directory")
+    assert refused.value.allowed == ("tiny", "nano", "a local model directory")

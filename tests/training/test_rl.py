@@ -132,6 +132,12 @@ def test_a_short_rl_run_changes_the_model_and_records_care_rewards(tmp_path: Pat
     }
     assert {g.fingerprint for g in result.groups} == {done.fingerprint, wifi_off.fingerprint}
     assert len(result.groups) == settings.updates * settings.tasks_per_update
+    assert [u.groups for u in result.curve] == [settings.tasks_per_update] * settings.updates
+    assert all(
+        u.informative == sum(g.informative for g in result.groups if g.update == u.update)
+        for u in result.curve
+    )
+    assert result.informative_share > 0
     changed = [n for n, p in base.model.named_parameters() if not torch.equal(p, before[n])]
     assert changed, "updates with non-zero advantages must move the weights"
     assert Regime.EFFICIENCY in result.regimes_met
@@ -169,3 +175,60 @@ def test_fewer_rl_tasks_than_one_update_takes_are_refused(tmp_path: Path) -> Non
         run_rl(cast(BaseModel, None), [task], RlSettings(tasks_per_update=2), tmp_path)
     assert refused.value.field == "rl.tasks_per_update"
     assert "1 RL task" in str(refused.value)
+
+
+@pytest.fixture
+def untrained(tmp_path: Path) -> tuple[BaseModel, list[TaskSpec]]:
+    """The tiny base before any training, and three tasks it cannot do: every rollout
+    fails with no progress, so every group's rewards are equal."""
+    tasks = train_tasks("toggle_phone_setting", 3)
+    dataset = frozen_dataset(tmp_path, tasks)
+    request = TrainRequest.of({"dataset_id": dataset.version.id})
+    with Catalog.open(dataset.catalog_path) as catalog:
+        data = prepare(catalog, tmp_path, request)
+    return trainer_load_base(request, data), list(data.rl_tasks)
+
+
+def _weights(base: BaseModel) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in base.model.named_parameters()}
+
+
+def test_groups_with_equal_rewards_are_replaced_counted_and_move_nothing(
+    untrained: tuple[BaseModel, list[TaskSpec]], tmp_path: Path
+) -> None:
+    base, tasks = untrained
+    before = _weights(base)
+    settings = RlSettings(
+        updates=1,
+        group_size=2,
+        tasks_per_update=1,
+        max_steps=1,
+        max_new_tokens=8,
+        resamples=2,
+        probe_tasks=0,
+    )
+    result = run_rl(base, tasks, settings, tmp_path / "rl")
+
+    (update,) = result.curve
+    assert [g.skipped for g in result.groups] == [True, True, False]
+    assert len({g.task_id for g in result.groups}) == 3  # each replacement another task
+    assert (update.groups, update.informative, update.skipped) == (3, 0, 2)
+    assert update.informative_share == 0.0 and result.informative_share == 0.0
+    assert update.rollouts == 2  # the group that reached the loss
+    assert result.trajectories == 3 * 2
+    assert all(not g.informative and set(g.advantages) == {0.0} for g in result.groups)
+    assert all(torch.equal(p, before[n]) for n, p in base.model.named_parameters())
+    assert update.to_json()["skipped"] == 2
+
+
+def test_rl_does_not_start_from_a_checkpoint_that_gives_no_signal(
+    untrained: tuple[BaseModel, list[TaskSpec]], tmp_path: Path
+) -> None:
+    base, tasks = untrained
+    before = _weights(base)
+    settings = RlSettings(updates=2, group_size=2, tasks_per_update=1, max_steps=1, probe_tasks=2)
+    result = run_rl(base, tasks, settings, tmp_path / "rl")
+
+    assert result.not_run is not None and "0 of 2 RL tasks" in result.not_run
+    assert result.curve == [] and result.groups == [] and result.trajectories == 0
+    assert all(torch.equal(p, before[n]) for n, p in base.model.named_parameters())

@@ -1,0 +1,185 @@
+"""The chat templates of the bases built here, and rendering without a tokenizer.
+
+Both are ChatML with Qwen2.5-style tool calls (a ``<tool_call>`` JSON object with
+``name`` and ``arguments`` in the assistant turn, one ``tool`` turn per result) and both
+are *prefix-consistent*: the rendering of a conversation's first messages is a prefix of
+the rendering of more of them, and the generation prompt plus an assistant turn's body is
+exactly that turn's rendering. SFT computes its loss masks from this (``training.sft``),
+and rollouts append tool results after the tokens a model generated without re-rendering
+what came before. They differ in how the functions are shown:
+
+- ``CHAT_TEMPLATE`` (``tiny``, and a local model without a template of its own): the
+  functions as JSON schemas in the system turn, with Qwen2.5's instructions around them.
+- ``COMPACT_TEMPLATE`` (``nano``): one line per function, ``name(arg: type, opt?: type)``
+  (enumerations as ``a|b``, arrays as ``[type]``), after the system prompt, with no prose
+  of the template's own and no descriptions: the same structure for every task, about a
+  fifth of the tokens, so a small model trained from scratch spends its capacity on the
+  task, not on the schemas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from transformers.utils.chat_template_utils import render_jinja_template
+
+CHAT_TEMPLATE = r"""
+{%- macro arguments_of(function) -%}
+    {%- if function.arguments is string -%}
+        {{- function.arguments -}}
+    {%- elif function.arguments is defined -%}
+        {{- function.arguments | tojson -}}
+    {%- else -%}
+        {{- '{}' -}}
+    {%- endif -%}
+{%- endmacro -%}
+{%- set system_first = messages | length > 0 and messages[0].role == 'system' -%}
+{%- if tools -%}
+    {{- '<|im_start|>system\n' -}}
+    {%- if system_first and messages[0].content -%}
+        {{- messages[0].content + '\n\n' -}}
+    {%- endif -%}
+    {{- '# Tools\n\nYou may call the functions whose signatures are within '
+        + '<tools></tools>:\n<tools>' -}}
+    {%- for tool in tools -%}
+        {{- '\n' + (tool | tojson) -}}
+    {%- endfor -%}
+    {{- '\n</tools>\n\nTo call a function, write a JSON object with its name and arguments '
+        + 'within <tool_call></tool_call> tags.<|im_end|>\n' -}}
+{%- endif -%}
+{%- for message in messages -%}
+    {%- if loop.first and tools and system_first -%}
+    {%- elif message.role == 'assistant' -%}
+        {{- '<|im_start|>assistant\n' -}}
+        {%- generation -%}
+            {%- if message.content -%}
+                {{- message.content -}}
+            {%- endif -%}
+            {%- if message.tool_calls -%}
+                {%- for call in message.tool_calls -%}
+                    {%- if not loop.first or message.content -%}
+                        {{- '\n' -}}
+                    {%- endif -%}
+                    {%- set function = call.function if call.function is defined else call -%}
+                    {{- '<tool_call>\n{"name": ' + (function.name | tojson) + ', "arguments": ' -}}
+                    {{- arguments_of(function) -}}
+                    {{- '}\n</tool_call>' -}}
+                {%- endfor -%}
+            {%- endif -%}
+            {{- '<|im_end|>' -}}
+        {%- endgeneration -%}
+        {{- '\n' -}}
+    {%- else -%}
+        {{- '<|im_start|>' + message.role + '\n' -}}
+        {%- if message.content -%}
+            {{- message.content -}}
+        {%- endif -%}
+        {{- '<|im_end|>\n' -}}
+    {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|im_start|>assistant\n' -}}
+{%- endif -%}
+""".strip()
+"""ChatML with Qwen2.5-style tool calls (``<tool_call>`` JSON blocks in the assistant turn,
+the functions as JSON lines in the system turn, one ``tool`` turn per result). Tool-call
+arguments are JSON objects, written with ``tojson``, or text, written as it is (a model's
+malformed arguments stay what it wrote). The assistant body, ``<|im_end|>`` included, is a
+``{% generation %}`` block, for ``return_assistant_tokens_mask``."""
+
+COMPACT_TEMPLATE = r"""
+{%- macro arguments_of(function) -%}
+    {%- if function.arguments is string -%}
+        {{- function.arguments -}}
+    {%- elif function.arguments is defined -%}
+        {{- function.arguments | tojson -}}
+    {%- else -%}
+        {{- '{}' -}}
+    {%- endif -%}
+{%- endmacro -%}
+{%- macro signature(tool) -%}
+    {%- set function = tool.function if tool.function is defined else tool -%}
+    {%- set parameters = function.parameters if function.parameters is defined else {} -%}
+    {%- set properties = parameters.properties if parameters.properties is defined else {} -%}
+    {%- set required = parameters.required if parameters.required is defined else [] -%}
+    {{- function.name + '(' -}}
+    {%- for name, schema in properties.items() -%}
+        {{- (', ' if not loop.first else '') + name + ('' if name in required else '?') + ': ' -}}
+        {%- if schema.enum is defined -%}
+            {{- schema.enum | join('|') -}}
+        {%- elif schema.type is defined and schema.type == 'array' -%}
+            {%- set item = schema['items'] if schema['items'] is defined else {} -%}
+            {{- '[' + (item.type if item.type is defined else 'any') + ']' -}}
+        {%- else -%}
+            {{- schema.type if schema.type is defined else 'any' -}}
+        {%- endif -%}
+    {%- endfor -%}
+    {{- ')' -}}
+{%- endmacro -%}
+{%- set system_first = messages | length > 0 and messages[0].role == 'system' -%}
+{%- if tools or system_first -%}
+    {{- '<|im_start|>system\n' -}}
+    {%- if system_first and messages[0].content -%}
+        {{- messages[0].content -}}
+    {%- endif -%}
+    {%- for tool in tools or [] -%}
+        {{- '\n' + signature(tool) -}}
+    {%- endfor -%}
+    {{- '<|im_end|>\n' -}}
+{%- endif -%}
+{%- for message in messages -%}
+    {%- if loop.first and system_first -%}
+    {%- elif message.role == 'assistant' -%}
+        {{- '<|im_start|>assistant\n' -}}
+        {%- generation -%}
+            {%- if message.content -%}
+                {{- message.content -}}
+            {%- endif -%}
+            {%- if message.tool_calls -%}
+                {%- for call in message.tool_calls -%}
+                    {%- set function = call.function if call.function is defined else call -%}
+                    {{- '<tool_call>{"name": ' + (function.name | tojson) + ', "arguments": ' -}}
+                    {{- arguments_of(function) -}}
+                    {{- '}</tool_call>' -}}
+                {%- endfor -%}
+            {%- endif -%}
+            {{- '<|im_end|>' -}}
+        {%- endgeneration -%}
+        {{- '\n' -}}
+    {%- else -%}
+        {{- '<|im_start|>' + message.role + '\n' -}}
+        {%- if message.content -%}
+            {{- message.content -}}
+        {%- endif -%}
+        {{- '<|im_end|>\n' -}}
+    {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|im_start|>assistant\n' -}}
+{%- endif -%}
+""".strip()
+"""One line per function after the system prompt (module docstring); tool calls as
+``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, the assistant body a
+``{% generation %}`` block as in ``CHAT_TEMPLATE``."""
+
+
+def render(
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    add_generation_prompt: bool = False,
+    chat_template: str = CHAT_TEMPLATE,
+) -> str:
+    """``messages`` (and ``tools``) rendered with ``chat_template`` as text, without a
+    tokenizer. Keys whose value is None are dropped first, as ``apply_chat_template`` does."""
+    rendered, _ = cast(
+        tuple[list[str], object],  # annotated as str, returns the texts and the indices
+        render_jinja_template(
+            conversations=[[{k: v for k, v in m.items() if v is not None} for m in messages]],
+            tools=[dict(tool) for tool in tools] if tools else None,
+            chat_template=chat_template,
+            add_generation_prompt=add_generation_prompt,
+        ),
+    )
+    return rendered[0]
