@@ -189,8 +189,11 @@ def run_loop_command(
             t["dataset_size"],
             t["decision"] or t["note"],
             t["champion_id"] or "-",
-            "-" if t["overall"] is None else f"{t['overall']:.3f}",
-            "-" if t["mean_cost"] is None else f"{t['mean_cost']:.3f}",
+            _score(t["overall"]),
+            _score(t.get("overall_seen")),
+            _score(t.get("overall_unseen")),
+            _score(t["mean_cost"]),
+            f"{t.get('minutes', 0.0):.1f}",
         )
         for t in turns
     ]
@@ -202,10 +205,17 @@ def run_loop_command(
         "decision",
         "champion",
         "overall",
+        "seen",
+        "unseen",
         "mean cost",
+        "minutes",
     )
     typer.echo(table(headers, rows))
     typer.echo(f"\nPlots per turn (the artifact 'loop-progress'): {page}")
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def serve_deployments() -> None:

@@ -22,6 +22,7 @@ as plots.
 No ``from __future__ import annotations`` (Prefect validates these annotations).
 """
 
+import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -62,7 +63,19 @@ class Turn(BaseModel):
     champion_id: str | None = None
     overall: float | None = None
     capability_scores: dict[str, float] = Field(default_factory=dict)
+    overall_seen: float | None = None
+    """The champion's Overall on the development set's seen-templates part."""
+    overall_unseen: float | None = None
+    seen_scores: dict[str, float] = Field(default_factory=dict)
+    unseen_scores: dict[str, float] = Field(default_factory=dict)
     mean_cost: float | None = None
+    minutes: float = 0.0
+    """Wall minutes of the turn: round, training, deployment."""
+    sft_rows: int | None = None
+    """Rows the turn's SFT trained on (new and replayed)."""
+    sft_epochs: float | None = None
+    informative_share: float | None = None
+    """Share of the turn's RL groups whose rewards differed; None when RL did not run."""
     note: str = ""
 
 
@@ -86,6 +99,7 @@ def loop(
     log = get_run_logger()
     turns: list[Turn] = []
     for number in range(1, rounds + 1):
+        started = time.perf_counter()
         policy = _collector(settings, collect_with)
         summary = flywheel_round(
             tasks=tasks,
@@ -111,7 +125,13 @@ def loop(
             record = deployment(model=trained["model_id"])
             turn.model_id = trained["model_id"]
             turn.decision = record["decision"]
+            metrics = trained["metrics"]
+            rows = metrics.get("sft_rows")
+            turn.sft_rows = None if rows is None else int(rows)
+            turn.sft_epochs = metrics.get("sft_epochs")
+            turn.informative_share = metrics.get("rl_informative_share")
         _score(settings.home, turn)
+        turn.minutes = round((time.perf_counter() - started) / 60, 2)
         turns.append(turn)
         log.info(
             "turn %d/%d: %s, dataset %s (%d), champion %s, Overall %s",
@@ -190,6 +210,13 @@ def _score(home: Path, turn: Turn) -> None:
     turn.overall = report.overall
     turn.capability_scores = {c.value: s for c, s in report.capability_scores.items()}
     turn.mean_cost = report.cost.mean_cost
+    seen, unseen = report.parts.get("seen"), report.parts.get("unseen")
+    if seen is not None:
+        turn.overall_seen = seen.overall
+        turn.seen_scores = {c.value: v for c, v in seen.capability_scores.items()}
+    if unseen is not None:
+        turn.overall_unseen = unseen.overall
+        turn.unseen_scores = {c.value: v for c, v in unseen.capability_scores.items()}
 
 
 def _champion_report(catalog: Catalog, champion: ModelRecord) -> FeedbackReport | None:
@@ -214,7 +241,13 @@ def publish_progress(turns: list[Turn]) -> None:
                 "decision": t.decision or t.note,
                 "champion": t.champion_id,
                 "overall": t.overall,
+                "overall, seen templates": t.overall_seen,
+                "overall, unseen templates": t.overall_unseen,
                 "mean cost": t.mean_cost,
+                "minutes": t.minutes,
+                "SFT rows": t.sft_rows,
+                "SFT epochs": t.sft_epochs,
+                "informative RL groups": t.informative_share,
             }
             for t in turns
         ],
@@ -229,6 +262,13 @@ def progress_markdown(turns: list[Turn]) -> str:
     """Plots of the champion's scores, the dataset size and the mean cost per turn."""
     scored = [t for t in turns if t.overall is not None]
     scores = [Series("overall", tuple((t.turn, t.overall or 0.0) for t in scored))]
+    scores += [
+        Series(
+            f"overall, {part} templates",
+            tuple((t.turn, value) for t in scored if (value := getattr(t, attr)) is not None),
+        )
+        for part, attr in (("seen", "overall_seen"), ("unseen", "overall_unseen"))
+    ]
     scores += [
         Series(
             c.value,

@@ -67,13 +67,23 @@ class _Progress:
 def prepare_task(home: Path, request: TrainRequest) -> TrainingData:
     with Catalog.open(catalog_path(home)) as catalog:
         data = steps.prepare(catalog, home, request)
-    get_run_logger().info(
+    log = get_run_logger()
+    log.info(
         "dataset %s: %d SFT rows, %d RL tasks (export %s)",
         request.dataset_id,
         len(data.sft),
         len(data.rl_tasks),
         data.path,
     )
+    mix = data.mix
+    if mix is not None and mix.continued_from is not None:
+        log.info(
+            "continuing from a model trained on %s: %d new rows and %d of its %d rows replayed",
+            mix.continued_from,
+            mix.new,
+            mix.replayed,
+            mix.seen,
+        )
     return data
 
 
@@ -237,7 +247,7 @@ def run_training(home: Path, request: TrainRequest) -> tuple[ModelRecord, Feedba
     base = load_base_task(request, data)
     sft_result = sft_task(base, data, request.sft, work) if request.uses_sft else None
     rl_result = rl_task(home, base, data.rl_tasks, request, work) if request.uses_rl else None
-    curves = Curves(sft_result, rl_result)
+    curves = Curves(sft_result, rl_result, data.mix)
     evaluation = evaluate_task(home, base, request, name)
     record = register_task(home, base, request, name, curves, evaluation.report, created_at)
     _publish(record, curves, evaluation.report)

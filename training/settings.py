@@ -66,6 +66,13 @@ class SftSettings(Hyperparameters):
     epochs: float | None = Field(
         default=None, gt=0, le=1000, description="passes over the rows; set: max_steps is unused"
     )
+    replay_share: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=1.0,
+        description="continuing from a registered model: the share of rows trained that "
+        "its own version held (the rest are the rows added since)",
+    )
     seed: int = Field(default=0, ge=0, le=2**32 - 1, description="seed of shuffling and dropout")
     logging_steps: int = Field(default=1, ge=1, le=100_000, description="steps between log points")
 

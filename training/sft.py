@@ -194,11 +194,14 @@ class SftResult:
     """Tokens the model processed in training, over all steps (padding excluded)."""
     seconds: float
     tokens_per_second: float
+    epochs: float = 0.0
+    """Passes over the rows used (fractional when the run was bounded by steps)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "curve": [dict(point) for point in self.curve],
             "steps": self.steps,
+            "epochs": self.epochs,
             "rows_used": self.rows_used,
             "rows_dropped": self.rows_dropped,
             "trained_tokens": self.trained_tokens,
@@ -313,4 +316,5 @@ def run_sft(
         tokens_seen=recorder.tokens,
         seconds=seconds,
         tokens_per_second=recorder.tokens / seconds if seconds > 0 else 0.0,
+        epochs=round(float(trainer.state.epoch or 0.0), 3),
     )

@@ -53,6 +53,7 @@ from training.chat_model import LocalChatModel
 from training.evaluate import Evaluation, ensure_development_set, evaluate
 from training.export import RL_TASKS, SFT, export_dataset
 from training.plots import Series, line_chart
+from training.replay import RowMix, replay_rows
 from training.rl import DevProbe, RlResult
 from training.settings import TrainRequest
 from training.sft import SftResult
@@ -67,11 +68,13 @@ class TrainingError(FlywheelError):
 
 @dataclass(frozen=True)
 class TrainingData:
-    """The export a run trains on."""
+    """The export a run trains on: SFT rows (``replay_rows`` of the export's when the run
+    continues from a registered model), RL tasks."""
 
     path: Path
     sft: datasets.Dataset
     rl_tasks: tuple[TaskSpec, ...]
+    mix: RowMix | None = None
 
 
 def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData:
@@ -82,7 +85,29 @@ def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData
         export_dataset(catalog, version.id, out, "hf", overwrite=out.exists(), workers=1)
     saved = datasets.load_from_disk(str(out / "hf"))
     tasks = tuple(TaskSpec.model_validate_json(row["task_spec"]) for row in saved[RL_TASKS])
-    return TrainingData(out, saved[SFT], tasks)
+    start = starting_model(catalog, request.base)
+    seen = (
+        {m.trajectory_id for m in catalog.get_dataset(start.dataset_id).members}
+        if start is not None
+        else set()
+    )
+    rows, mix = replay_rows(
+        saved[SFT],
+        seen,
+        request.sft.replay_share,
+        request.sft.seed,
+        start.dataset_id if start else None,
+    )
+    return TrainingData(out, rows, tasks, mix)
+
+
+def starting_model(catalog: Catalog, base: str) -> ModelRecord | None:
+    """The registered model whose folder ``base`` is, if any (the loop continues from the
+    champion's folder)."""
+    if base in RECIPES:
+        return None
+    folder = Path(base).resolve()
+    return next((m for m in catalog.list_models() if Path(m.path).resolve() == folder), None)
 
 
 def load_base(request: TrainRequest, data: TrainingData) -> BaseModel:
@@ -172,11 +197,13 @@ class Curves:
 
     sft: SftResult | None
     rl: RlResult | None
+    mix: RowMix | None = None
 
     def to_json(self) -> dict[str, Any]:
         rl = self.rl
         return {
             "sft": self.sft.to_json() if self.sft else None,
+            "rows": self.mix.to_json() if self.mix else None,
             "rl": None
             if rl is None
             else {
@@ -251,6 +278,9 @@ def metrics_of(curves: Curves, report: FeedbackReport) -> dict[str, float]:
         metrics["dev_overall"] = report.overall
     metrics["dev_mean_cost"] = report.cost.mean_cost
     metrics["dev_mean_output_tokens"] = report.cost.mean_output_tokens
+    if curves.sft is not None:
+        metrics["sft_rows"] = curves.sft.rows_used
+        metrics["sft_epochs"] = curves.sft.epochs
     if curves.sft and curves.sft.curve:
         metrics["sft_final_loss"] = curves.sft.curve[-1]["loss"]
         metrics["sft_tokens_per_second"] = curves.sft.tokens_per_second

@@ -1,0 +1,63 @@
+"""What SFT trains on when it continues from a checkpoint: the new rows and a replay share.
+
+Versions accumulate (``agents/balancer.py``), so a later version holds what the champion
+was already trained on. Training again on all of it costs a turn more every round;
+training on the new rows alone makes the model forget. A run that continues from a
+registered model trains on the rows its version added since that model's version, plus a
+random sample of the rows it had seen, sized so that they are ``replay_share`` of the rows
+trained (``sft.replay_share``; all of them when there are fewer). A run from a built base,
+or from a folder the registry does not know, trains on every row.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+import datasets
+
+
+@dataclass(frozen=True)
+class RowMix:
+    """How many rows a run trains on, by origin."""
+
+    new: int
+    replayed: int
+    seen: int
+    """Rows of the version its starting checkpoint was trained on (replayed or not)."""
+    continued_from: str | None = None
+    """The dataset version of the starting checkpoint, when it is a registered model."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "new": self.new,
+            "replayed": self.replayed,
+            "seen": self.seen,
+            "continued_from": self.continued_from,
+        }
+
+
+def replay_rows(
+    rows: datasets.Dataset,
+    seen: Collection[str],
+    share: float,
+    seed: int,
+    continued_from: str | None = None,
+) -> tuple[datasets.Dataset, RowMix]:
+    """``rows`` (an export's ``sft`` split) less the ones whose trajectory is in ``seen``,
+    plus a sample of those (drawn from ``seed``) making up ``share`` of the result. With
+    nothing seen, or nothing new, every row (a seen one counts as replayed)."""
+    ids = rows["trajectory_id"]
+    new = [i for i, trajectory in enumerate(ids) if trajectory not in seen]
+    old = [i for i, trajectory in enumerate(ids) if trajectory in seen]
+    if not new or not old:
+        return rows, RowMix(
+            new=len(new), replayed=len(old), seen=len(old), continued_from=continued_from
+        )
+    wanted = len(old) if share >= 1 else round(share / (1 - share) * len(new))
+    replayed = sorted(random.Random(seed).sample(old, min(wanted, len(old))))
+    chosen = sorted(new + replayed)
+    mix = RowMix(new=len(new), replayed=len(replayed), seen=len(old), continued_from=continued_from)
+    return rows.select(chosen), mix
