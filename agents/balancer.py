@@ -2,11 +2,13 @@
 
 It reads trajectories as balancing candidates (``curation.balance.Candidate``: ids,
 split, outcome, policy, mix labels), so a round of any size is balanced from the
-catalog's columns. ``select`` keeps those whose final review approves or corrects them; ``weigh``
-drops dev-split tasks and non-successes and rakes sampling weights towards the target mix;
-``report`` lays achieved against target (and, given an LLM, asks it for a short
-rationale); ``propose`` builds the ``DatasetVersion``, or None when nothing is left: an
-empty dataset is not frozen.
+catalog's columns. The pool holds the round's trajectories and the parent version's
+members (a version accumulates). ``select`` keeps those whose final review approves or
+corrects them and records why a parent member was left out; ``weigh`` drops dev-split
+tasks and non-successes, rakes sampling weights towards the target mix and scales down
+mastered templates; ``report`` lays achieved against target (and, given an LLM, asks it
+for a short rationale); ``propose`` builds the ``DatasetVersion``, or None when nothing
+is left: an empty dataset is not frozen.
 """
 
 from __future__ import annotations

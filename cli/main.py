@@ -377,6 +377,34 @@ def bench_sandbox(
     typer.echo(run_benchmark(episodes=episodes, seed=seed))
 
 
+@bench_app.command("loop")
+def bench_loop(
+    rounds: Annotated[int, typer.Option(min=1, max=20, help="turns of the loop")] = 3,
+    tasks: Annotated[int, typer.Option(min=10, help="tasks per round")] = 2000,
+    base: Annotated[str, typer.Option(help="nano (default) or tiny")] = "nano",
+    assignments: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="a trainer parameter, e.g. sft.epochs=2 (repeatable)"),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """The loop itself: per turn, minutes, dataset size, SFT rows and epochs, informative
+    RL groups, and the champion's development Overall on seen and unseen templates."""
+    from bench.loop import loop_json, loop_table, run_loop_benchmark
+    from training.settings import BUILT_BASES, parse_assignments
+
+    if base not in BUILT_BASES:
+        raise InvalidInputError("base", f"unknown value {base!r}", BUILT_BASES)
+    values = parse_assignments(assignments or [])
+    unknown = sorted(set(values) - {"sft", "rl"})
+    if unknown:
+        raise InvalidInputError("--set", f"{unknown[0]}: the benchmark sets sft.* and rl.*")
+    figures = run_loop_benchmark(
+        rounds, tasks, base=base, sft=values.get("sft"), rl=values.get("rl")
+    )
+    typer.echo(loop_json(figures) if as_json else loop_table(figures))
+
+
 @bench_app.command("round")
 def bench_round(
     tasks: Annotated[int, typer.Option(min=12, help="tasks in the round")] = 2000,

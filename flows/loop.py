@@ -71,6 +71,8 @@ class Turn(BaseModel):
     mean_cost: float | None = None
     minutes: float = 0.0
     """Wall minutes of the turn: round, training, deployment."""
+    cpu_minutes: float = 0.0
+    """CPU minutes of this process during the turn (the model server's not included)."""
     sft_rows: int | None = None
     """Rows the turn's SFT trained on (new and replayed)."""
     sft_epochs: float | None = None
@@ -99,7 +101,7 @@ def loop(
     log = get_run_logger()
     turns: list[Turn] = []
     for number in range(1, rounds + 1):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         policy = _collector(settings, collect_with)
         summary = flywheel_round(
             tasks=tasks,
@@ -132,6 +134,7 @@ def loop(
             turn.informative_share = metrics.get("rl_informative_share")
         _score(settings.home, turn)
         turn.minutes = round((time.perf_counter() - started) / 60, 2)
+        turn.cpu_minutes = round((time.process_time() - cpu) / 60, 2)
         turns.append(turn)
         log.info(
             "turn %d/%d: %s, dataset %s (%d), champion %s, Overall %s",

@@ -10,12 +10,13 @@ weights from a configuration (``RECIPES``):
   flow (SFT, rollouts, RL) on a CPU in seconds: the fast tests use it.
 - ``nano``: a four-layer ``LlamaForCausalLM`` of width 192 (2.4M parameters) with
   ``COMPACT_TEMPLATE`` (one line per function: rows about five times shorter) and a
-  tokenizer whose pre-tokenization keeps an entity id (``ev-3``, ``c-12``) and a run of
-  digits (``2026``) whole, so the values a plan copies from a tool result are a few
-  tokens, often one. It is sized to learn the sandbox's templates from a round's version
-  in minutes on two CPU cores (README, "The nano base"). A Llama configuration, not a
-  Qwen2 one: ``AutoTokenizer`` rebuilds Qwen2's own pre-tokenization for a ``qwen2``
-  model directory whatever its tokenizer.json says, and loads a ``llama`` one as saved.
+  tokenizer whose pieces keep an entity id (``ev-3``, ``c-12``), a number and a word
+  whole and never glue a space or a quote to a word (``ENTITY_SPLIT``), so a value the
+  plan copies from the goal or a tool result is the same few tokens where it is copied.
+  What it learns in how many minutes on two CPU cores is measured, not promised (README,
+  "The nano base"). A Llama configuration, not a Qwen2 one: ``AutoTokenizer`` rebuilds
+  Qwen2's own pre-tokenization for a ``qwen2`` model directory whatever its
+  tokenizer.json says, and loads a ``llama`` one as saved.
 
 Any other name is a local directory holding a Hugging Face causal LM; it is checked and
 loaded with ``local_files_only`` (nothing is fetched from a hub) and keeps its own chat
@@ -87,14 +88,15 @@ TOOL_CALL_END = "</tool_call>"
 MAX_POSITIONS = 4096
 """The context of the built models, and their tokenizers' ``model_max_length``."""
 DEFAULT_VOCAB = 2048
-ENTITY_SPLIT = (
-    r"\p{L}+-\p{N}+|\p{N}+|[^\r\n\p{L}\p{N}]?\p{L}+| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-"""Pre-tokenization of ``nano``: an entity id (letters, a hyphen, digits) and a run of
-digits are one piece each, so BPE can give a frequent id or number a single token; the
-rest splits as Qwen2's does (words with their leading space or punctuation mark,
-punctuation runs, newlines, spaces)."""
+ENTITY_SPLIT = r"\p{L}+-\p{N}+|\p{N}+|\p{L}+|[^\s\p{L}\p{N}]+|\s+"
+"""Pre-tokenization of ``nano``: an entity id (letters, a hyphen, digits), a run of digits,
+a word, a run of punctuation and a run of whitespace are pieces of their own. A word
+never carries the space or quote before it, so a value has the same tokens in the goal
+(``Log 75 minutes of swimming``) as in the arguments that copy it
+(``{"minutes": 75, "type": "swimming"}``): copying is the identity on token ids, which a
+small model learns far sooner than a mapping from one spelling to another. BPE still
+gives a frequent id, number or word a single token."""
+
 
 _SAMPLE: list[dict[str, Any]] = [
     {"role": "system", "content": "You are the planner of a phone assistant."},

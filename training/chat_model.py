@@ -133,6 +133,7 @@ class LocalChatModel:
                     max_new_tokens=self.max_new_tokens,
                     eos_token_id=sorted(stop),
                     pad_token_id=self.tokenizer.pad_token_id,
+                    use_cache=True,  # each new token attends to cached keys and values
                     **sampling,
                 )
         finally:

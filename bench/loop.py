@@ -1,0 +1,145 @@
+"""Benchmark: the flywheel loop itself, turn by turn, on the nano base.
+
+Runs the ``loop`` flow (round → train → deploy, ``rounds`` times) on a fresh state folder
+against the Prefect server of the usual one, and reports per turn what an ML team asks of
+a flywheel: how long the turn took (wall and this process's CPU minutes), how large the
+dataset version grew, how many rows SFT trained on and for how many epochs, the share of
+RL groups that carried a signal, and the champion's development-set Overall on the seen
+and the unseen templates with its scores per capability. The loop publishes the same
+table and plots in the Prefect UI (``loop-progress``).
+
+Figures, never pass or fail: the README's "The nano base" gives the measured ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+from flows.settings import load_settings
+from training.settings import NANO, RlSettings, SftSettings
+
+NANO_SFT = {"epochs": 3.0, "learning_rate": 2e-3, "batch_size": 4, "max_length": 2048}
+"""The nano base's SFT for the benchmark (README, "The nano base": the measured curve)."""
+NANO_RL = {"updates": 8, "tasks_per_update": 2, "group_size": 4, "max_new_tokens": 64}
+
+COLUMNS = (
+    "turn",
+    "minutes",
+    "cpu_minutes",
+    "dataset_size",
+    "sft_rows",
+    "sft_epochs",
+    "informative_share",
+    "overall_seen",
+    "overall_unseen",
+    "decision",
+)
+
+
+def run_loop_benchmark(
+    rounds: int = 3,
+    tasks: int = 2000,
+    *,
+    base: str = NANO,
+    sft: Mapping[str, Any] | None = None,
+    rl: Mapping[str, Any] | None = None,
+    serving: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """``rounds`` turns of the loop on a fresh state folder; the figures per turn."""
+    from flows.loop import loop
+    from flows.servers import ModelServer, free_port, prefect_api, resolve_prefect_api
+
+    sft_settings = SftSettings.of({**NANO_SFT, **(sft or {})})  # refused before anything starts
+    rl_settings = RlSettings.of({**NANO_RL, **(rl or {})})
+    server_home = load_settings().home  # the Prefect server of the usual state folder
+    port = str(free_port())
+    environment = {"FLYWHEEL_SERVING__PORT": port, **(serving or {})}
+    with (
+        tempfile.TemporaryDirectory(prefix="flywheel-bench-loop-") as tmp,
+        _environment({"FLYWHEEL_HOME": tmp, **environment}),
+    ):
+        settings = load_settings()
+        api = resolve_prefect_api(server_home, settings.prefect.port)
+        cpu, started = _cpu_seconds(), time.perf_counter()
+        try:
+            with prefect_api(api):
+                result = cast("Callable[..., dict[str, Any]]", loop)(
+                    rounds=rounds,
+                    tasks=tasks,
+                    base=base,
+                    sft=sft_settings,
+                    rl=rl_settings,
+                )
+        finally:
+            ModelServer(Path(tmp), int(port), settings.serving).stop()
+        wall, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
+    return {
+        "base": base,
+        "rounds": rounds,
+        "tasks": tasks,
+        "minutes": round(wall / 60, 2),
+        "cpu_minutes": round(cpu / 60, 2),
+        "load_average": os.getloadavg()[0],
+        "turns": result["turns"],
+        "flow_run_id": result["flow_run_id"],
+    }
+
+
+def loop_table(figures: Mapping[str, Any]) -> str:
+    """The figures as a text table, one line per turn, then the capabilities."""
+    lines = [
+        f"The loop on the {figures['base']} base: {figures['rounds']} turns of "
+        f"{figures['tasks']} tasks, {figures['minutes']} min wall, "
+        f"{figures['cpu_minutes']} min CPU (this process; load average "
+        f"{figures['load_average']:.2f} at the end)",
+        "",
+        " | ".join(COLUMNS),
+    ]
+    for turn in figures["turns"]:
+        lines.append(" | ".join(_shown(turn.get(column)) for column in COLUMNS))
+    lines += ["", "seen-templates success per capability:"]
+    for turn in figures["turns"]:
+        scores = ", ".join(f"{c} {v:.3f}" for c, v in sorted(turn["seen_scores"].items()))
+        lines.append(f"  turn {turn['turn']}: {scores or '-'}")
+    return "\n".join(lines)
+
+
+def loop_json(figures: Mapping[str, Any]) -> str:
+    return json.dumps(figures, indent=2, sort_keys=True)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and its waited-for children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

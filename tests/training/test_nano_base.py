@@ -1,0 +1,107 @@
+"""The nano base: its compact chat template, its tokenizer that keeps ids and numbers
+whole, and a saved nano model that loads back with the same tokens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import LlamaForCausalLM
+
+from agents.policies.chat_format import format_tools, opening_messages, task_view
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import sample_tasks
+from tests.training.conversations import CONVERSATION, TOOLS
+from training.base_model import (
+    COMPACT_TEMPLATE,
+    NANO,
+    RECIPES,
+    BaseModel,
+    corpus_texts,
+    load_base,
+    render,
+    save_model,
+)
+from training.sft import supervised_spans
+
+
+@pytest.fixture(scope="module")
+def nano() -> BaseModel:
+    rows = [{"messages": CONVERSATION, "tools": TOOLS}] * 3
+    return load_base(NANO, corpus_texts(rows, COMPACT_TEMPLATE), seed=0)
+
+
+def test_the_compact_template_lists_one_line_per_function() -> None:
+    text = render(CONVERSATION[:2], TOOLS, chat_template=COMPACT_TEMPLATE)
+    assert text == (
+        "<|im_start|>system\nYou are the planner of a phone assistant.\n"
+        "send_text(to: string, body: string)\nfinish()<|im_end|>\n"
+        "<|im_start|>user\nTell Zoë in Zürich I'm late — 10 minutes.<|im_end|>\n"
+    )
+
+
+def test_the_sandbox_tools_compact_to_a_fifth() -> None:
+    sandbox = MobileSandbox()
+    (task,) = sample_tasks(1, 3, sandbox)
+    view = task_view(task, sandbox, 8)
+    messages, tools = opening_messages(view), format_tools(view)
+    compact = render(messages, tools, chat_template=COMPACT_TEMPLATE)
+    full = render(messages, tools)
+    assert len(compact) * 4 < len(full)
+    lines = compact.split("<|im_end|>")[0].splitlines()
+    signatures = [line for line in lines if line.endswith(")") and "(" in line]
+    assert len(signatures) == len(tools)
+    optional = [line for line in signatures if "?: " in line]
+    assert optional, "optional parameters are marked"
+    assert all(": " in line or line.endswith("()") for line in signatures)
+
+
+def test_assistant_turns_have_loss_spans_in_the_compact_template(nano: BaseModel) -> None:
+    trained = [m["role"] == "assistant" for m in CONVERSATION]
+    text, spans = supervised_spans(nano.tokenizer, CONVERSATION, TOOLS, trained)
+    bodies = [text[a:b] for a, b in spans]
+    assert (
+        bodies[0]
+        == '<tool_call>{"name": "lookup", "arguments": {"q": "Zoë"}}</tool_call><|im_end|>'
+    )
+    assert bodies[-1] == "Done: Zoë knows.<|im_end|>"
+    assert len(bodies) == sum(trained)
+
+
+def test_a_copied_value_is_the_same_tokens_where_it_is_copied() -> None:
+    goal = "Log 75 minutes of swimming as today's workout."
+    call = '{"minutes": 75, "type": "swimming", "id": "ev-3", "date": "2026-03-10"}'
+    tokenizer = load_base(NANO, [goal, call] * 30).tokenizer
+    pieces = tokenizer.tokenize(call)
+    assert {"ev-3", "2026", "75", "swimming"} <= set(pieces)
+    goal_ids = tokenizer(goal)["input_ids"]
+    for value in ("75", "swimming"):
+        (token,) = tokenizer(value)["input_ids"]
+        assert token in goal_ids and token in tokenizer(call)["input_ids"]
+    assert tokenizer.decode(tokenizer(call)["input_ids"]) == call
+
+
+def test_nano_is_a_llama_of_its_recipe(nano: BaseModel) -> None:
+    assert isinstance(nano.model, LlamaForCausalLM)
+    config = nano.model.config
+    assert (config.num_hidden_layers, config.hidden_size) == (4, 192)
+    assert config.vocab_size == len(nano.tokenizer)
+    assert nano.tokenizer.chat_template == COMPACT_TEMPLATE == RECIPES[NANO].chat_template
+    parameters = sum(p.numel() for p in nano.model.parameters())
+    assert 1_000_000 < parameters < 4_000_000
+
+
+def test_a_saved_nano_model_loads_back_with_the_same_tokens(
+    nano: BaseModel, tmp_path: Path
+) -> None:
+    save_model(nano, tmp_path / "model")
+    loaded = load_base(str(tmp_path / "model"))
+    assert isinstance(loaded.model, LlamaForCausalLM)
+    assert loaded.tokenizer.chat_template == COMPACT_TEMPLATE
+    for text in [render(CONVERSATION, TOOLS, chat_template=COMPACT_TEMPLATE), "c-12 2026 ev-3"]:
+        assert loaded.tokenizer(text)["input_ids"] == nano.tokenizer(text)["input_ids"]
+    for a, b in zip(
+        nano.model.state_dict().values(), loaded.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a.cpu(), b.cpu())
