@@ -245,6 +245,8 @@ def run_training_benchmark(
             tasks_per_update=tasks_per_update,
             max_steps=max_steps,
             max_new_tokens=max_new_tokens,
+            probe_tasks=0,  # throughput, not learning: the untrained model runs RL anyway
+            resamples=0,  # every update the same number of rollouts
             seed=seed,
         )
         rows = tokenize_rows(base.tokenizer, data.sft, sft.max_length)

@@ -203,15 +203,21 @@ def test_a_second_round_builds_on_the_first(prefect_api_url: str, tmp_path: Path
     assert len(one) == len(two) == 24
     assert not {t.fingerprint for t in one} & {t.fingerprint for t in two}
     assert version.parent == first["dataset_version"]
-    assert {m.trajectory_id for m in version.members} <= {
-        t.id for t in catalog_trajectories(tmp_path, second["round_id"])
-    }
+    with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
+        parent = catalog.get_dataset(first["dataset_version"])
+    inherited = {m.trajectory_id for m in parent.members}
+    new = {m.trajectory_id for m in version.members} - inherited
+    assert inherited <= {m.trajectory_id for m in version.members}  # a version accumulates
+    assert version.inherited == len(inherited) and version.removed == ()
+    assert new and new <= {t.id for t in catalog_trajectories(tmp_path, second["round_id"])}
 
     a, b = first["dataset_version"], second["dataset_version"]
     changes = flywheel_json(tmp_path, prefect_api_url, "datasets", "diff", a, b)
     assert changes["lineage"]["b_descends_from_a"] is True
-    assert len(changes["members"]["added"]) == second["counts"]["in_dataset"]
-    assert len(changes["members"]["removed"]) == first["counts"]["in_dataset"]
+    assert set(changes["members"]["added"]) == new
+    assert second["counts"]["in_dataset"] == len(inherited) + len(new)
+    assert changes["members"]["removed"] == []
+    assert {a["round_id"] for a in changes["members"]["additions"]} == {second["round_id"]}
 
 
 def catalog_trajectories(home: Path, round_id: str) -> list[Any]:

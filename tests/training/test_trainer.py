@@ -105,7 +105,7 @@ class Trained:
 
     @property
     def curves(self) -> Curves:
-        return Curves(self.sft, None)
+        return Curves(self.sft, None, self.data.mix)
 
     @property
     def report(self) -> FeedbackReport:
@@ -263,7 +263,16 @@ def test_the_model_folder_holds_weights_curves_evaluation_and_plots(
     assert not {f"{plot}.svg" for plot in SVG_PLOTS if plot != "sft_loss"} & files
     assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no staging left
     saved = json.loads((folder / "training.json").read_text(encoding="utf-8"))
-    assert saved == {"sft": json.loads(json.dumps(trained.sft.to_json())), "rl": None}
+    assert saved == {
+        "sft": json.loads(json.dumps(trained.sft.to_json())),
+        "rows": {  # a built base: every row is new
+            "new": len(trained.data.sft),
+            "replayed": 0,
+            "seen": 0,
+            "continued_from": None,
+        },
+        "rl": None,
+    }
     evaluation = FeedbackReport.model_validate_json((folder / "evaluation.json").read_bytes())
     assert evaluation == trained.report
     svg = (folder / "sft_loss.svg").read_text(encoding="utf-8")
