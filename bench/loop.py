@@ -26,8 +26,6 @@ from typing import Any, cast
 from flows.settings import load_settings
 from training.settings import NANO, RlSettings, SftSettings
 
-NANO_SFT = {"epochs": 3.0, "learning_rate": 2e-3, "batch_size": 4, "max_length": 2048}
-"""The nano base's SFT for the benchmark (README, "The nano base": the measured curve)."""
 NANO_RL = {"updates": 8, "tasks_per_update": 2, "group_size": 4, "max_new_tokens": 64}
 
 COLUMNS = (
@@ -57,7 +55,7 @@ def run_loop_benchmark(
     from flows.loop import loop
     from flows.servers import ModelServer, free_port, prefect_api, resolve_prefect_api
 
-    sft_settings = SftSettings.of({**NANO_SFT, **(sft or {})})  # refused before anything starts
+    sft_settings = SftSettings.of(dict(sft or {}))  # unset fields: the base's defaults
     rl_settings = RlSettings.of({**NANO_RL, **(rl or {})})
     server_home = load_settings().home  # the Prefect server of the usual state folder
     port = str(free_port())

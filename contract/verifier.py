@@ -244,12 +244,24 @@ class VerifierSpec(Record):
     checks: tuple[Check, ...] = Field(min_length=1)
 
 
-class CheckResult(Record):
+class CheckResult(Record, LateFields):
     kind: str
     description: str
     met: bool
     weight: float = 1.0
     evidence: JsonValue = None
+    credit: float | None = Field(default=None, ge=0.0, le=1.0)
+    """How much of an unmet check the episode did (``envs.verification``: the share of a
+    state check's conditions its best changed row meets, the share of an order's steps
+    done in order, the share of an exact call's arguments a call of that tool had); None
+    when nothing of it was done, or the check was met."""
+
+    late_fields: ClassVar[frozenset[str]] = frozenset({"credit"})
+
+    @property
+    def earned(self) -> float:
+        """1 for a met check, else its partial credit."""
+        return 1.0 if self.met else (self.credit or 0.0)
 
 
 GATE_KINDS: frozenset[str] = frozenset({"no_collateral"})
@@ -257,11 +269,12 @@ GATE_KINDS: frozenset[str] = frozenset({"no_collateral"})
 
 
 class Verdict(Record):
-    """Passed, a weighted score, progress (the share of checks met: CARE's R_prog), evidence.
+    """Passed, a weighted score, progress (the share of checks met), evidence.
 
     Passed needs every check met. Score and progress count the checks of what the task
     asks for; gates (``GATE_KINDS``) only decide passing, so an episode that does nothing
-    gains no progress from having done no harm."""
+    gains no progress from having done no harm. ``partial_progress`` (CARE's R_prog) also
+    counts what was done of the checks not met."""
 
     passed: bool
     score: float = Field(ge=0.0, le=1.0)
@@ -281,6 +294,16 @@ class Verdict(Record):
             progress=round(len(met) / len(counted), 6),
             checks=results,
         )
+
+    @property
+    def partial_progress(self) -> float:
+        """The mean of what each counted check earned (``CheckResult.earned``): an
+        episode that booked the right table for the wrong time is ahead of one that
+        booked nothing, though neither met the check."""
+        counted = [r for r in self.checks if r.kind not in GATE_KINDS] or list(self.checks)
+        if not counted:
+            return 0.0
+        return round(sum(r.earned for r in counted) / len(counted), 6)
 
     @property
     def harmed(self) -> bool:

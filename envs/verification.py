@@ -1,5 +1,19 @@
 """The verifier engine: a pure function from a spec, the history and privileged evidence
-to a verdict. Backend-independent: it reads states as collections of rows."""
+to a verdict. Backend-independent: it reads states as collections of rows.
+
+An unmet check may earn partial credit (``CheckResult.credit``, CARE's shaped progress),
+for what the episode itself did and never for what the world already held:
+
+- a state check expecting a row: the share of its conditions met by the best row the
+  episode created or changed in that collection (half when it made several matches
+  where one was expected);
+- an action order: the share of its steps done in order;
+- an exact tool call: the share of its arguments met by the best successful call of
+  that tool;
+- a collaboration: half, when the agent was called but not as the check asks.
+
+Checks of other kinds earn nothing short of being met, and no unmet check earns more
+than ``MAX_CREDIT``."""
 
 from __future__ import annotations
 
@@ -37,6 +51,9 @@ from contract import (
 from envs.backend import PrivilegedEvidence, Row
 from envs.screen import ScreenError, parse_screen, select
 from envs.state_diff import state_diff, unexpected_changes
+
+MAX_CREDIT = 0.75
+"""The most an unmet check earns: a met one is always worth more."""
 
 RubricJudge = Callable[[RubricCheck, Sequence[Step]], tuple[bool, str]]
 """Judges a rubric check on the history: (met, explanation). An LLM in production."""
@@ -78,8 +95,52 @@ def _run_check(
     else:
         met, info = _rubric(check, steps, judge)
     return CheckResult(
-        kind=check.kind, description=check.describe(), met=met, weight=check.weight, evidence=info
+        kind=check.kind,
+        description=check.describe(),
+        met=met,
+        weight=check.weight,
+        evidence=info,
+        credit=None if met else _credit(check, steps, done, evidence),
     )
+
+
+def _credit(
+    check: Check, steps: Sequence[Step], done: list[Action], evidence: PrivilegedEvidence
+) -> float | None:
+    """What an unmet check earns (module docstring); None for nothing."""
+    share: float = 0.0
+    if isinstance(check, StatePredicateCheck) and check.expect in ("exists", "exactly_one"):
+        share = _state_credit(check, evidence)
+    elif isinstance(check, ActionOrderCheck):
+        position = 0
+        for action in done:
+            if position < len(check.sequence) and matches(check.sequence[position], action):
+                position += 1
+        share = position / len(check.sequence) if check.sequence else 0.0
+    elif isinstance(check, ExactToolCallCheck) and check.arguments:
+        calls = [a for a in done if isinstance(a, ToolCall) and a.tool == check.tool]
+        share = max((_met_share(check.arguments, call.arguments) for call in calls), default=0.0)
+    elif isinstance(check, CollaborationCheck):
+        called = any(isinstance(a, SubAgentCall) and a.agent == check.agent for a in done)
+        share = 0.5 if called else 0.0
+    return round(min(share, MAX_CREDIT), 6) if share > 0 else None
+
+
+def _state_credit(check: StatePredicateCheck, evidence: PrivilegedEvidence) -> float:
+    final = evidence.final.get(check.collection) or {}
+    initial = evidence.initial.get(check.collection) or {}
+    changed = [row for key, row in final.items() if initial.get(key) != row]
+    if not changed or not check.where:
+        return 0.0
+    if len(_filter(changed, check.where)) > 1:
+        return 0.5
+    best = max(sum(_condition(c, row) for c in check.where) for row in changed)
+    return best / len(check.where)
+
+
+def _met_share(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> float:
+    met = sum(1 for k, v in expected.items() if k in actual and same(v, actual[k]))
+    return met / len(expected)
 
 
 # -- value matching -------------------------------------------------------------------

@@ -59,6 +59,7 @@ from contract import InvalidInputError
 from training.chat_templates import CHAT_TEMPLATE, COMPACT_TEMPLATE, render
 from training.settings import (
     ALLOWED_BASES,
+    BUILT_FROM,
     NANO,
     TINY,
     check_base,
@@ -88,14 +89,17 @@ TOOL_CALL_END = "</tool_call>"
 MAX_POSITIONS = 4096
 """The context of the built models, and their tokenizers' ``model_max_length``."""
 DEFAULT_VOCAB = 2048
-ENTITY_SPLIT = r"\p{L}+-\p{N}+|\p{N}+|\p{L}+|[^\s\p{L}\p{N}]+|\s+"
-"""Pre-tokenization of ``nano``: an entity id (letters, a hyphen, digits), a run of digits,
-a word, a run of punctuation and a run of whitespace are pieces of their own. A word
-never carries the space or quote before it, so a value has the same tokens in the goal
-(``Log 75 minutes of swimming``) as in the arguments that copy it
-(``{"minutes": 75, "type": "swimming"}``): copying is the identity on token ids, which a
-small model learns far sooner than a mapping from one spelling to another. BPE still
-gives a frequent id, number or word a single token."""
+ENTITY_SPLIT = r"\p{N}+|\p{L}+(?:_\p{L}+)*|[^\s\p{L}\p{N}]+|\s+"
+"""Pre-tokenization of ``nano``: a run of digits, a word (or a snake_case name such as
+``log_workout``: one piece, so a function or argument name is one choice, not a spelling
+to assemble), a run of punctuation and a run of whitespace are pieces of their own. A
+word never carries the space or quote before it, so a value has the same tokens in the
+goal (``Log 75 minutes of swimming``) as in the arguments that copy it
+(``{"minutes":75,"type":"swimming"}``): copying is the identity on token ids, which a
+small model learns far sooner than a mapping from one spelling to another. An entity id
+is its prefix, a hyphen and its number (``fl``, ``-``, ``45``), so copying one is
+copying a number, the same skill for every kind of id and every number, whether BPE
+made the id frequent or it was never seen."""
 
 
 _SAMPLE: list[dict[str, Any]] = [
@@ -230,13 +234,14 @@ def nano_config(
     vocab_size: int, *, pad_token_id: int | None = None, eos_token_id: int | None = None
 ) -> LlamaConfig:
     """The configuration of the nano model: a Llama of four layers, width 192, six heads
-    sharing two key-value heads, embeddings tied."""
+    with a key and a value each (no sharing: ``copy_init`` needs the last layer's values
+    as wide as the model), embeddings tied."""
     return LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=192,
         num_hidden_layers=4,
         num_attention_heads=6,
-        num_key_value_heads=2,
+        num_key_value_heads=6,
         intermediate_size=512,
         max_position_embeddings=MAX_POSITIONS,
         tie_word_embeddings=True,
@@ -244,6 +249,23 @@ def nano_config(
         eos_token_id=eos_token_id,
         bos_token_id=None,
     )
+
+
+def copy_init(model: PreTrainedModel) -> None:
+    """Start the last layer's attention as a copier: its value and output projections are
+    the identity, so whatever position a head attends to is written, as it is, into the
+    stream the (tied) output embedding reads, and the token there gets the logit.
+
+    Copying a value from the goal or a tool result is what every new parameter draw needs,
+    and a model from scratch learns it late: a head has to find the position and carry
+    its token at once, and neither helps the loss before the other works. With the carry
+    built in, the first gradient already rewards attending to the right position (on a
+    synthetic copy task, 600 steps: 59 of 60 exact with it, 1 of 60 without; README,
+    "The nano base"). Training may change both projections like any other weight."""
+    attention = model.get_decoder().layers[-1].self_attn  # type: ignore[no-untyped-call]
+    with torch.no_grad():
+        for projection in (attention.v_proj, attention.o_proj):
+            projection.weight.copy_(torch.eye(*projection.weight.shape))
 
 
 @dataclass(frozen=True)
@@ -257,11 +279,13 @@ class Recipe:
     config: Callable[..., PretrainedConfig]
     """``(vocab_size, *, pad_token_id, eos_token_id)`` to the model's configuration."""
     model_class: type[PreTrainedModel]
+    initialize: Callable[[PreTrainedModel], None] | None = None
+    """Changes the random weights of a new model (``copy_init``)."""
 
 
 RECIPES: dict[str, Recipe] = {
     TINY: Recipe(QWEN2_SPLIT, DEFAULT_VOCAB, CHAT_TEMPLATE, tiny_config, Qwen2ForCausalLM),
-    NANO: Recipe(ENTITY_SPLIT, 4096, COMPACT_TEMPLATE, nano_config, LlamaForCausalLM),
+    NANO: Recipe(ENTITY_SPLIT, 4096, COMPACT_TEMPLATE, nano_config, LlamaForCausalLM, copy_init),
 }
 """The bases built here, by name."""
 
@@ -282,9 +306,12 @@ def built_model(name: str, tokenizer: PreTrainedTokenizerBase, *, seed: int = 0)
     config = recipe.config(
         len(tokenizer), pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id
     )
+    setattr(config, BUILT_FROM, name)  # saved in config.json: what it descends from
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = recipe.model_class(config)
+        if recipe.initialize is not None:
+            recipe.initialize(model)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model

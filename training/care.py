@@ -4,8 +4,9 @@ For a task, G rollouts with binary success ``s_i``; competence ``s_bar = mean(s_
 picks the regime:
 
 - ``s_bar < p_low``, **progress**: ``R_i = s_i + lambda_prog * p_i``, ``p_i`` the
-  verified progress in [0, 1] (the verifier's share of checks met): a task nobody
-  solves still teaches.
+  verified progress in [0, 1] (``Verdict.partial_progress``: what each check earned,
+  partial credit for an unmet one included): a task nobody solves still teaches, and a
+  rollout that booked the right table at the wrong time beats one that booked nothing.
 - ``p_low <= s_bar < p_high``, **consolidation**: ``R_i = s_i``.
 - ``s_bar >= p_high``, **efficiency**: ``R_i = s_i - lambda_eff * e_i``, ``e_i`` the
   normalized execution cost ``w * min(1, tokens_i / token_budget) + (1 - w) *
@@ -76,7 +77,7 @@ class Rollout:
 
     success: bool
     progress: float
-    """Verified progress in [0, 1]: the share of the verifier's checks met."""
+    """Verified progress in [0, 1]: ``Verdict.partial_progress``."""
     output_tokens: int
     tool_calls: int
 

@@ -10,11 +10,14 @@ what came before. They differ in how the functions are shown:
 
 - ``CHAT_TEMPLATE`` (``tiny``, and a local model without a template of its own): the
   functions as JSON schemas in the system turn, with Qwen2.5's instructions around them.
-- ``COMPACT_TEMPLATE`` (``nano``): one line per function, ``name(arg: type, opt?: type)``
-  (enumerations as ``a|b``, arrays as ``[type]``), after the system prompt, with no prose
-  of the template's own and no descriptions: the same structure for every task, about a
-  fifth of the tokens, so a small model trained from scratch spends its capacity on the
-  task, not on the schemas.
+- ``COMPACT_TEMPLATE`` (``nano``): the system turn is one line per function,
+  ``name(arg,opt?)``, and nothing else: no system prompt, no types, no descriptions, no
+  prose of the template's own, and tool calls are JSON without spaces. A model trained
+  from scratch on a CPU learns the arguments' types and values from the calls it is
+  shown, and every token it need not read is compute it can spend on the task: the
+  structure is the same for every task and a row is about a third of its length with
+  the full schemas' prose removed. A system message's text is left out (the harness's
+  system prompt says nothing a model trained on the export does not learn from it).
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ COMPACT_TEMPLATE = r"""
     {%- if function.arguments is string -%}
         {{- function.arguments -}}
     {%- elif function.arguments is defined -%}
-        {{- function.arguments | tojson -}}
+        {{- function.arguments | tojson(separators=(',', ':')) -}}
     {%- else -%}
         {{- '{}' -}}
     {%- endif -%}
@@ -104,26 +107,15 @@ COMPACT_TEMPLATE = r"""
     {%- set properties = parameters.properties if parameters.properties is defined else {} -%}
     {%- set required = parameters.required if parameters.required is defined else [] -%}
     {{- function.name + '(' -}}
-    {%- for name, schema in properties.items() -%}
-        {{- (', ' if not loop.first else '') + name + ('' if name in required else '?') + ': ' -}}
-        {%- if schema.enum is defined -%}
-            {{- schema.enum | join('|') -}}
-        {%- elif schema.type is defined and schema.type == 'array' -%}
-            {%- set item = schema['items'] if schema['items'] is defined else {} -%}
-            {{- '[' + (item.type if item.type is defined else 'any') + ']' -}}
-        {%- else -%}
-            {{- schema.type if schema.type is defined else 'any' -}}
-        {%- endif -%}
+    {%- for name in properties -%}
+        {{- (',' if not loop.first else '') + name + ('' if name in required else '?') -}}
     {%- endfor -%}
     {{- ')' -}}
 {%- endmacro -%}
 {%- set system_first = messages | length > 0 and messages[0].role == 'system' -%}
-{%- if tools or system_first -%}
-    {{- '<|im_start|>system\n' -}}
-    {%- if system_first and messages[0].content -%}
-        {{- messages[0].content -}}
-    {%- endif -%}
-    {%- for tool in tools or [] -%}
+{%- if tools -%}
+    {{- '<|im_start|>system' -}}
+    {%- for tool in tools -%}
         {{- '\n' + signature(tool) -}}
     {%- endfor -%}
     {{- '<|im_end|>\n' -}}
@@ -139,7 +131,7 @@ COMPACT_TEMPLATE = r"""
             {%- if message.tool_calls -%}
                 {%- for call in message.tool_calls -%}
                     {%- set function = call.function if call.function is defined else call -%}
-                    {{- '<tool_call>{"name": ' + (function.name | tojson) + ', "arguments": ' -}}
+                    {{- '<tool_call>{"name":' + (function.name | tojson) + ',"arguments":' -}}
                     {{- arguments_of(function) -}}
                     {{- '}</tool_call>' -}}
                 {%- endfor -%}
@@ -159,9 +151,9 @@ COMPACT_TEMPLATE = r"""
     {{- '<|im_start|>assistant\n' -}}
 {%- endif -%}
 """.strip()
-"""One line per function after the system prompt (module docstring); tool calls as
-``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, the assistant body a
-``{% generation %}`` block as in ``CHAT_TEMPLATE``."""
+"""The functions' signatures, one per line, as the system turn (module docstring); tool
+calls as ``<tool_call>{"name":...,"arguments":{...}}</tool_call>`` in JSON without
+spaces, the assistant body a ``{% generation %}`` block as in ``CHAT_TEMPLATE``."""
 
 
 def render(

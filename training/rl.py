@@ -229,8 +229,8 @@ def starting_signal(base: Base, tasks: Sequence[TaskSpec], settings: RlSettings)
     return StartingSignal(
         tasks=len(verdicts),
         successes=sum(v.passed for v in verdicts),
-        mean_progress=_mean([v.progress for v in verdicts]),
-        idle_progress=_mean([replay(t, (), sandbox).progress for t in chosen]),
+        mean_progress=_mean([v.partial_progress for v in verdicts]),
+        idle_progress=_mean([replay(t, (), sandbox).partial_progress for t in chosen]),
     )
 
 
@@ -413,7 +413,7 @@ def _episode(
         env_mask=mask,
         task_id=task.id,
         success=trajectory.verdict.passed,
-        progress=trajectory.verdict.progress,
+        progress=trajectory.verdict.partial_progress,
         output_tokens=trace.generated_tokens,
         tool_calls=trajectory.cost.tool_calls,
     )

@@ -45,6 +45,9 @@ NANO = "nano"
 BUILT_BASES = (TINY, NANO)
 ALLOWED_BASES = (*BUILT_BASES, "a local model directory")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+BUILT_FROM = "flywheel_base"
+"""The key of a saved model's ``config.json`` naming the built base it descends from, so
+that a run continuing from it (the loop's champion) gets that base's defaults."""
 
 
 class SftSettings(Hyperparameters):
@@ -65,6 +68,21 @@ class SftSettings(Hyperparameters):
     )
     epochs: float | None = Field(
         default=None, gt=0, le=1000, description="passes over the rows; set: max_steps is unused"
+    )
+    warmup: float = Field(
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description="share of the steps over which the learning rate rises from 0 to its "
+        "peak (then it falls linearly to 0)",
+    )
+    swap_share: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of the rows whose copied values are swapped for others of their "
+        "kind, anew in every pass (training/value_swap.py): teaches a model from scratch to "
+        "copy rather than to recall",
     )
     replay_share: float = Field(
         default=0.3,
@@ -160,8 +178,41 @@ class RlSettings(Hyperparameters):
         return Budget(output_tokens=tokens, tool_calls=steps)
 
 
+BASE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+    NANO: {
+        "sft": {
+            "epochs": 8.0,
+            "learning_rate": 3e-3,
+            "batch_size": 4,
+            "warmup": 0.05,
+            "swap_share": 0.7,
+            "max_length": 2048,
+        },
+        "rl": {"max_new_tokens": 64},
+    },
+}
+"""What a built base trains with where a request leaves a field unset: nano learns in
+minutes on a CPU with these and not with the generic defaults (README, "The nano
+base", gives the measurements they were chosen by)."""
+
+
+def built_from(base: str) -> str | None:
+    """The built base (``tiny``, ``nano``) that ``base`` is or descends from (a model
+    folder whose ``config.json`` says so, ``BUILT_FROM``); None for any other model."""
+    if base in BUILT_BASES:
+        return base
+    try:
+        config = json.loads((Path(base) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    name = config.get(BUILT_FROM) if isinstance(config, dict) else None
+    return name if name in BUILT_BASES else None
+
+
 class TrainRequest(BaseModel):
-    """What to train: the trainer flow's parameters. Bad values are refused by name."""
+    """What to train: the trainer flow's parameters. Bad values are refused by name.
+    Fields of ``sft`` and ``rl`` left unset take the defaults of the built base that
+    ``base`` is or descends from (``BASE_DEFAULTS``), then the records' own."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -205,6 +256,18 @@ class TrainRequest(BaseModel):
             relative = exc.field.removeprefix(settings.root).removeprefix(".")
             raise InvalidInputError(relative, exc.problem, exc.allowed) from None
 
+    @model_validator(mode="after")
+    def _base_defaults(self) -> TrainRequest:
+        defaults = BASE_DEFAULTS.get(built_from(self.base) or "", {})
+        if not defaults:
+            return self
+        return self.model_copy(
+            update={
+                "sft": _with_defaults(self.sft, defaults.get("sft", {})),
+                "rl": _with_defaults(self.rl, defaults.get("rl", {})),
+            }
+        )
+
     @field_validator("base")
     @classmethod
     def _a_model(cls, base: str) -> str:
@@ -229,6 +292,20 @@ class TrainRequest(BaseModel):
     @property
     def uses_rl(self) -> bool:
         return self.method in (TrainingMethod.RL, TrainingMethod.SFT_RL)
+
+
+def _with_defaults(settings: Hyperparameters, defaults: Mapping[str, Any]) -> Any:
+    """``settings`` with ``defaults`` for the fields it was not given (an explicit
+    ``max_steps`` keeps a default ``epochs`` out, which would replace it)."""
+    given = settings.model_fields_set
+    unset = {
+        key: value
+        for key, value in defaults.items()
+        if key not in given and not (key == "epochs" and "max_steps" in given)
+    }
+    if not unset:
+        return settings
+    return type(settings)(**{**unset, **settings.model_dump(include=given)})
 
 
 def refuse_base(path: Path, problem: str) -> InvalidInputError:

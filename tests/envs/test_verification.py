@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from contract import (
     Action,
     ActionOrderCheck,
@@ -155,3 +157,77 @@ def test_score_is_weighted_and_progress_is_the_share_met() -> None:
     assert not verdict.passed
     assert verdict.progress == 0.5
     assert verdict.score == 0.75
+
+
+def _credits(spec: VerifierSpec, steps: list[Step]) -> tuple[float | None, ...]:
+    verdict = verify(spec, steps, PrivilegedEvidence(BEFORE, AFTER))
+    return tuple(c.credit for c in verdict.checks)
+
+
+def test_an_unmet_state_check_earns_the_share_its_best_changed_row_meets() -> None:
+    # ev-3 was created: right title and date, wrong start; ev-1 (changed) meets less
+    lunch = (
+        Condition(field="title", op="icontains", value="lunch"),
+        Condition(field="date", value="2026-03-18"),
+        Condition(field="start", value="13:00"),
+    )
+    check = StatePredicateCheck(collection="calendar.events", where=lunch)
+    (credit,) = _credits(VerifierSpec(checks=(check,)), [])
+    assert credit == pytest.approx(2 / 3)
+
+
+def test_rows_the_episode_did_not_touch_earn_nothing() -> None:
+    # ev-2 meets two of three conditions but was there before: doing nothing earns 0
+    gym = (
+        Condition(field="title", value="Gym"),
+        Condition(field="date", value="2026-03-17"),
+        Condition(field="start", value="07:00"),
+    )
+    spec = VerifierSpec(checks=(StatePredicateCheck(collection="calendar.events", where=gym),))
+    assert _credits(spec, []) == (None,)
+    untouched = verify(spec, [], PrivilegedEvidence(BEFORE, BEFORE))
+    assert untouched.partial_progress == 0.0
+
+
+def test_order_and_exact_call_credit_what_was_done_and_never_reach_a_met_check() -> None:
+    read = MemoryRead(key="user.sister")
+    look = ToolCall(tool="search_contacts", arguments={"query": "Ana"})
+    send = ToolCall(tool="send_message", arguments={"contact_id": "c-9", "text": "hi"})
+    order = ActionOrderCheck(
+        sequence=(
+            ActionPattern(kind="memory_read", target="user.sister"),
+            ActionPattern(kind="tool_call", target="search_contacts"),
+            ActionPattern(kind="tool_call", target="send_message"),
+            ActionPattern(kind="finish"),
+        )
+    )
+    exact = ExactToolCallCheck(tool="send_message", arguments={"contact_id": "c-2", "text": "hi"})
+    spec = VerifierSpec(checks=(order, exact))
+    assert _credits(spec, _steps(read, look, send)) == (0.75, 0.5)
+    assert _credits(spec, _steps(look, read)) == (0.25, None)
+    full = ExactToolCallCheck(tool="send_message", arguments={"text": "hi"}, weight=2.0)
+    twice = VerifierSpec(checks=(full, exact))
+    verdict = verify(twice, _steps(send), PrivilegedEvidence(BEFORE, AFTER))
+    assert [c.met for c in verdict.checks] == [True, False]
+    assert verdict.partial_progress == 0.75
+    assert verdict.progress == 0.5
+
+
+def test_a_collaboration_with_the_right_agent_done_wrong_earns_half() -> None:
+    check = CollaborationCheck(agent="gui", arguments={"app": "bank"})
+    wrong_app = SubAgentCall(agent="gui", instruction="read", arguments={"app": "mail"})
+    search = SubAgentCall(agent="search", instruction="look it up")
+    spec = VerifierSpec(checks=(check,))
+    assert _credits(spec, _steps(wrong_app)) == (0.5,)
+    assert _credits(spec, _steps(search)) == (None,)
+
+
+def test_a_met_check_records_no_credit_so_stored_verdicts_keep_their_ids() -> None:
+    lunch = (Condition(field="title", op="icontains", value="lunch"),)
+    verdict = verify(
+        VerifierSpec(checks=(StatePredicateCheck(collection="calendar.events", where=lunch),)),
+        [],
+        PrivilegedEvidence(BEFORE, AFTER),
+    )
+    assert verdict.checks[0].credit is None
+    assert "credit" not in verdict.checks[0].model_dump(mode="json")

@@ -35,8 +35,10 @@ from training.base_model import (
 )
 from training.settings import SftSettings
 from training.sft import (
+    SupervisedPositionsTrainer,
     run_sft,
     sft_config,
+    swap_passes,
     tokenize_conversation,
     tokenize_rows,
 )
@@ -333,6 +335,46 @@ def test_epochs_replace_the_step_count(
     result = run_sft(base, _dataset(rows), settings, tmp_path)
     assert result.steps == 4  # 7 rows in batches of 4, twice
     assert [p["step"] for p in result.curve] == [2, 4]
+
+
+def test_swapping_trains_one_freshly_swapped_pass_per_epoch(
+    base: BaseModel, rows: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    settings = SftSettings(epochs=2, batch_size=4, swap_share=1.0, logging_steps=1)
+    result = run_sft(base, _dataset(rows), settings, tmp_path)
+    assert result.steps == 4  # two passes of 7 rows, in batches of 4
+    assert result.epochs == pytest.approx(2.0)
+    assert (result.rows_used, result.rows_dropped) == (7, 1), "counted once, not per pass"
+    assert swap_passes(settings, len(rows)) == 2
+    assert swap_passes(SftSettings(epochs=2.5, swap_share=0.5), 8) == 3
+    assert swap_passes(SftSettings(max_steps=10, batch_size=4, swap_share=0.5), 8) == 5
+    assert swap_passes(SftSettings(epochs=3), 8) == 1, "without swapping, one pass"
+
+
+def test_the_cpu_loss_is_trls_loss(
+    base: BaseModel, rows: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The loss computed over the supervised positions alone equals TRL's own."""
+    tokenized = tokenize_rows(base.tokenizer, _dataset(rows[:3]), 1024)
+    args = sft_config(SftSettings(), tmp_path)
+    ours = SupervisedPositionsTrainer(
+        model=base.model,
+        args=args,
+        train_dataset=tokenized.dataset(),
+        processing_class=base.tokenizer,
+    )
+    theirs = SFTTrainer(
+        model=base.model,
+        args=args,
+        train_dataset=tokenized.dataset(),
+        processing_class=base.tokenizer,
+    )
+    prepared = list(cast(datasets.Dataset, ours.train_dataset))
+    batch = {k: v.to(device()) for k, v in ours.data_collator(prepared).items()}
+    with torch.no_grad():
+        mine = ours.compute_loss(base.model, batch)
+        trl = theirs.compute_loss(base.model, batch)  # type: ignore[no-untyped-call]
+    torch.testing.assert_close(mine, trl)
 
 
 def test_rows_without_a_trained_token_are_refused(base: BaseModel, tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ from training.base_model import load_base as load_model_folder
 from training.chat_model import LocalChatModel
 from training.evaluate import Evaluation
 from training.export import RL_TASKS, SFT
-from training.settings import SftSettings, TrainRequest
+from training.settings import BASE_DEFAULTS, BUILT_FROM, NANO, SftSettings, TrainRequest, built_from
 from training.sft import SftResult, run_sft
 from training.trainer import (
     SVG_PLOTS,
@@ -467,6 +467,34 @@ def test_a_refused_method_lists_the_allowed_ones_and_good_values_pass() -> None:
     assert request.base == TINY
     only_rl = TrainRequest.of({"dataset_id": ANY_DATASET, "method": "rl"})
     assert (only_rl.uses_sft, only_rl.uses_rl) == (False, True)
+
+
+def test_a_nano_request_takes_the_nano_defaults_for_what_it_leaves_unset(
+    tmp_path: Path,
+) -> None:
+    nano = BASE_DEFAULTS[NANO]["sft"]
+    request = TrainRequest.of({"dataset_id": ANY_DATASET, "base": NANO, "sft": {"batch_size": 2}})
+    assert request.sft.batch_size == 2, "a value given is kept"
+    assert (request.sft.epochs, request.sft.learning_rate, request.sft.swap_share) == (
+        nano["epochs"],
+        nano["learning_rate"],
+        nano["swap_share"],
+    )
+    assert request.rl.max_new_tokens == BASE_DEFAULTS[NANO]["rl"]["max_new_tokens"]
+    steps = TrainRequest.of({"dataset_id": ANY_DATASET, "base": NANO, "sft": {"max_steps": 7}})
+    assert (steps.sft.max_steps, steps.sft.epochs) == (7, None), "given steps keep epochs out"
+    tiny = TrainRequest.of({"dataset_id": ANY_DATASET, "base": TINY})
+    assert tiny.sft == SftSettings(), "other bases keep the records' defaults"
+
+    folder = tmp_path / "champion"  # a model trained from nano, as the loop continues from
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({BUILT_FROM: NANO}))
+    (folder / "tokenizer.json").write_text("{}")
+    assert built_from(str(folder)) == NANO
+    descendant = TrainRequest.of({"dataset_id": ANY_DATASET, "base": str(folder)})
+    assert descendant.sft.epochs == nano["epochs"]
+    (folder / "config.json").write_text(json.dumps({BUILT_FROM: "gpt-5"}))
+    assert built_from(str(folder)) is None
 
 
 # -- bad input: out of memory ------------------------------------------------------------
