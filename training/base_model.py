@@ -8,14 +8,15 @@ weights from a configuration (``RECIPES``):
 - ``tiny``: a two-layer ``Qwen2ForCausalLM`` of width 64 with ``CHAT_TEMPLATE`` (the
   functions as JSON schemas). It learns nothing useful, but it runs the whole trainer
   flow (SFT, rollouts, RL) on a CPU in seconds: the fast tests use it.
-- ``nano``: a four-layer ``LlamaForCausalLM`` of width 192 (2.4M parameters) with
-  ``COMPACT_TEMPLATE`` (one line per function: rows about five times shorter) and a
-  tokenizer whose pieces keep an entity id (``ev-3``, ``c-12``), a number and a word
-  whole and never glue a space or a quote to a word (``ENTITY_SPLIT``), so a value the
-  plan copies from the goal or a tool result is the same few tokens where it is copied.
-  What it learns in how many minutes on two CPU cores is measured, not promised (README,
-  "The nano base"). A Llama configuration, not a Qwen2 one: ``AutoTokenizer`` rebuilds
-  Qwen2's own pre-tokenization for a ``qwen2`` model directory whatever its
+- ``nano``: a four-layer ``LlamaForCausalLM`` of width 192 (2.6M parameters, full
+  multi-head attention) whose last layer starts as a copier (``copy_init``), with
+  ``COMPACT_TEMPLATE`` (one line of names per function: rows about six times shorter)
+  and a tokenizer whose pieces never glue a space or a quote to a word, keep a
+  snake_case name whole and split an entity id at its dash (``ENTITY_SPLIT``), so a
+  value the plan copies from the goal or a tool result is the same tokens where it is
+  copied. What it learns in how many minutes on two CPU cores is measured, not promised
+  (README, "The nano base"). A Llama configuration, not a Qwen2 one: ``AutoTokenizer``
+  rebuilds Qwen2's own pre-tokenization for a ``qwen2`` model directory whatever its
   tokenizer.json says, and loads a ``llama`` one as saved.
 
 Any other name is a local directory holding a Hugging Face causal LM; it is checked and

@@ -181,11 +181,11 @@ class RlSettings(Hyperparameters):
 BASE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     NANO: {
         "sft": {
-            "epochs": 8.0,
+            "epochs": 4.0,
             "learning_rate": 3e-3,
-            "batch_size": 4,
+            "batch_size": 8,
             "warmup": 0.05,
-            "swap_share": 0.7,
+            "swap_share": 0.5,
             "max_length": 2048,
         },
         "rl": {"max_new_tokens": 64},

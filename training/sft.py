@@ -292,8 +292,9 @@ class SupervisedPositionsTrainer(SFTTrainer):
     """TRL's ``SFTTrainer`` with the loss computed on a CPU by the plain LM head over the
     supervised positions only. TRL's fused head, which scores the same positions in
     tiles so that a GPU never holds a large vocabulary's logits, costs more than the whole
-    model on a CPU (measured on nano: its backward alone took a third of a step); a
-    GPU keeps it."""
+    model on a CPU (measured on nano: its backward alone took a third of a step). A GPU
+    and a run of several processes keep TRL's path: under DDP the forward must go through
+    the wrapped model and the loss be scaled for the ranks' token count, as TRL does."""
 
     def compute_loss(
         self,
@@ -302,7 +303,7 @@ class SupervisedPositionsTrainer(SFTTrainer):
         return_outputs: bool = False,
         num_items_in_batch: Any = None,
     ) -> Any:
-        if torch.cuda.is_available() or return_outputs:
+        if torch.cuda.is_available() or return_outputs or self.accelerator.num_processes > 1:
             return super().compute_loss(  # type: ignore[no-untyped-call]
                 model, inputs, return_outputs, num_items_in_batch
             )
