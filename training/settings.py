@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -50,6 +51,15 @@ BUILT_FROM = "flywheel_base"
 that a run continuing from it (the loop's champion) gets that base's defaults."""
 
 
+class Schedule(StrEnum):
+    """How the learning rate moves after its warmup."""
+
+    LINEAR = "linear"
+    """falls linearly to 0 at the last step"""
+    CONSTANT = "constant"
+    """stays at its peak"""
+
+
 class SftSettings(Hyperparameters):
     """The hyperparameters of an SFT run. A value out of range is an ``InvalidInputError``
     naming the field (``sft.learning_rate``) and its range."""
@@ -73,8 +83,13 @@ class SftSettings(Hyperparameters):
         default=0.0,
         ge=0.0,
         lt=1.0,
-        description="share of the steps over which the learning rate rises from 0 to its "
-        "peak (then it falls linearly to 0)",
+        description="share of the steps over which the learning rate rises from 0 to its peak",
+    )
+    schedule: Schedule = Field(
+        default=Schedule.LINEAR,
+        description="after the warmup, 'linear' (falls to 0) or 'constant' (stays at the peak: "
+        "a small model from scratch learns to copy values late in a run, and a falling rate "
+        "can stop it first: README, 'The nano base')",
     )
     swap_share: float = Field(
         default=0.0,

@@ -46,7 +46,7 @@ from trl.trainer.sft_trainer import SFTTrainer
 from contract import InvalidInputError
 from training.base_model import BaseModel
 from training.export import quiet_datasets
-from training.settings import SftSettings
+from training.settings import Schedule, SftSettings
 from training.value_swap import swapped_passes
 
 LogSink = Callable[[dict[str, Any]], None]
@@ -343,6 +343,9 @@ def sft_config(settings: SftSettings, out_dir: Path, passes: int = 1) -> SFTConf
         num_train_epochs=settings.epochs / passes if settings.epochs is not None else 1.0,
         learning_rate=settings.learning_rate,
         warmup_steps=settings.warmup,
+        lr_scheduler_type=(
+            "constant_with_warmup" if settings.schedule is Schedule.CONSTANT else "linear"
+        ),
         per_device_train_batch_size=settings.batch_size,
         max_length=settings.max_length,
         seed=settings.seed,

@@ -449,6 +449,22 @@ def test_bad_hyperparameters_are_refused_by_name(
     assert field in str(refused.value) and allowed in str(refused.value)
 
 
+def test_a_schedule_is_refused_with_the_allowed_ones() -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        SftSettings.of({"schedule": "cosine"})
+    assert refused.value.field == "sft.schedule"
+    assert refused.value.allowed == ("linear", "constant")
+
+
+def test_a_constant_schedule_holds_the_peak_after_the_warmup(
+    base: BaseModel, rows: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    settings = SftSettings(max_steps=8, learning_rate=2e-3, warmup=0.25, schedule="constant")
+    rates = [p["learning_rate"] for p in run_sft(base, _dataset(rows), settings, tmp_path).curve]
+    assert rates[0] < rates[1] < rates[2], "the warmup's two steps"
+    assert rates[2:] == pytest.approx([2e-3] * 6), "then the peak, held"
+
+
 def test_a_misspelt_setting_is_refused_and_the_defaults_are_valid() -> None:
     with pytest.raises(InvalidInputError) as refused:
         SftSettings.of({"lr": 0.1})  # as a flow or the CLI passes plain values
