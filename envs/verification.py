@@ -100,26 +100,21 @@ def _run_check(
         met=met,
         weight=check.weight,
         evidence=info,
-        credit=None if met else _credit(check, steps, done, evidence),
+        credit=None if met else _credit(check, done, evidence),
     )
 
 
-def _credit(
-    check: Check, steps: Sequence[Step], done: list[Action], evidence: PrivilegedEvidence
-) -> float | None:
+def _credit(check: Check, done: list[Action], evidence: PrivilegedEvidence) -> float | None:
     """What an unmet check earns (module docstring); None for nothing."""
     share: float = 0.0
     if isinstance(check, StatePredicateCheck) and check.expect in ("exists", "exactly_one"):
         share = _state_credit(check, evidence)
-    elif isinstance(check, ActionOrderCheck):
-        position = 0
-        for action in done:
-            if position < len(check.sequence) and matches(check.sequence[position], action):
-                position += 1
-        share = position / len(check.sequence) if check.sequence else 0.0
+    elif isinstance(check, ActionOrderCheck) and check.sequence:
+        share = _done_in_order(check, done) / len(check.sequence)
     elif isinstance(check, ExactToolCallCheck) and check.arguments:
         calls = [a for a in done if isinstance(a, ToolCall) and a.tool == check.tool]
-        share = max((_met_share(check.arguments, call.arguments) for call in calls), default=0.0)
+        met = max((_arguments_met(check.arguments, c.arguments) for c in calls), default=0)
+        share = met / len(check.arguments)
     elif isinstance(check, CollaborationCheck):
         called = any(isinstance(a, SubAgentCall) and a.agent == check.agent for a in done)
         share = 0.5 if called else 0.0
@@ -134,13 +129,8 @@ def _state_credit(check: StatePredicateCheck, evidence: PrivilegedEvidence) -> f
         return 0.0
     if len(_filter(changed, check.where)) > 1:
         return 0.5
-    best = max(sum(_condition(c, row) for c in check.where) for row in changed)
+    best = max(_conditions_met(row, check.where) for row in changed)
     return best / len(check.where)
-
-
-def _met_share(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> float:
-    met = sum(1 for k, v in expected.items() if k in actual and same(v, actual[k]))
-    return met / len(expected)
 
 
 # -- value matching -------------------------------------------------------------------
@@ -164,7 +154,12 @@ def same(expected: Any, actual: Any) -> bool:
 
 
 def arguments_match(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> bool:
-    return all(k in actual and same(v, actual[k]) for k, v in expected.items())
+    return _arguments_met(expected, actual) == len(expected)
+
+
+def _arguments_met(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> int:
+    """How many of the expected arguments ``actual`` has, with the same value."""
+    return sum(1 for k, v in expected.items() if k in actual and same(v, actual[k]))
 
 
 def _condition(cond: Condition, row: Row) -> bool:
@@ -257,7 +252,7 @@ def _closest(rows: Iterable[Row], where: Sequence[Condition]) -> JsonValue:
     """The row meeting the most conditions, and which it misses: evidence for attribution."""
     best: tuple[int, Row] | None = None
     for row in rows:
-        score = sum(_condition(c, row) for c in where)
+        score = _conditions_met(row, where)
         if best is None or score > best[0]:
             best = (score, row)
     if best is None:
@@ -269,11 +264,21 @@ def _closest(rows: Iterable[Row], where: Sequence[Condition]) -> JsonValue:
     }
 
 
-def _action_order(check: ActionOrderCheck, done: list[Action]) -> tuple[bool, JsonValue]:
+def _conditions_met(row: Row, where: Sequence[Condition]) -> int:
+    return sum(_condition(c, row) for c in where)
+
+
+def _done_in_order(check: ActionOrderCheck, done: list[Action]) -> int:
+    """How many of the sequence's steps ``done`` took, in order (a subsequence)."""
     position = 0
     for action in done:
         if position < len(check.sequence) and matches(check.sequence[position], action):
             position += 1
+    return position
+
+
+def _action_order(check: ActionOrderCheck, done: list[Action]) -> tuple[bool, JsonValue]:
+    position = _done_in_order(check, done)
     met = position == len(check.sequence)
     info: dict[str, Any] = {"matched": position, "of": len(check.sequence)}
     if not met:

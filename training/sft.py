@@ -380,7 +380,7 @@ def run_sft(
     ``settings.swap_share``, every pass trains on the rows with that share of them swapped
     anew (``training.value_swap``)."""
     passes = swap_passes(settings, len(rows))
-    if passes > 1 or settings.swap_share > 0:
+    if settings.swap_share > 0:
         rows = list(swapped_passes(list(rows), passes, settings.swap_share, settings.seed))
     tokenized = tokenize_rows(base.tokenizer, rows, settings.max_length)
     if not tokenized.input_ids:

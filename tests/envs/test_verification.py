@@ -231,3 +231,19 @@ def test_a_met_check_records_no_credit_so_stored_verdicts_keep_their_ids() -> No
     )
     assert verdict.checks[0].credit is None
     assert "credit" not in verdict.checks[0].model_dump(mode="json")
+
+
+def test_several_changed_rows_matching_where_one_was_asked_earn_half() -> None:
+    lunch = (Condition(field="title", op="icontains", value="lunch"),)
+    check = StatePredicateCheck(collection="calendar.events", where=lunch, expect="exactly_one")
+    twice = {
+        "calendar.events": {
+            **AFTER["calendar.events"],
+            "ev-4": {"id": "ev-4", "title": "Lunch", "date": "2026-03-19", "start": "12:00"},
+        }
+    }
+    verdict = verify(VerifierSpec(checks=(check,)), [], PrivilegedEvidence(BEFORE, twice))
+    assert not verdict.passed
+    assert verdict.checks[0].credit == 0.5
+    once = verify(VerifierSpec(checks=(check,)), [], PrivilegedEvidence(BEFORE, AFTER))
+    assert once.passed and once.checks[0].credit is None
