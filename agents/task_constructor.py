@@ -45,10 +45,10 @@ from contract import (
     TaskSpec,
     apportion,
 )
-from curation.dedup import NearDuplicateIndex, Signature, word_shingles
+from curation.dedup import NearDuplicateIndex, Sketch, word_shingles
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.base import TaskTemplate
-from envs.sandbox.templates.catalog import instantiate, replay_reference
+from envs.sandbox.templates.catalog import build, draw, replay_reference
 from envs.sandbox.templates.patterns import exhibits
 from envs.sandbox.templates.registry import ALL_TEMPLATES
 
@@ -82,10 +82,23 @@ class Proposal:
     problem: str | None = None
     repair: FailureType | None = None
     """The repair set the task is proposed for (its cell is then only informative)."""
+    repeat: Repeat | None = None
+    """A draw recognised by its fingerprint as one not to build, and why."""
 
     @property
     def slot(self) -> Slot:
         return self.repair if self.repair is not None else self.cell
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """A parameter draw refused before its task was built (no tools recalled, no plan
+    rehearsed): a development draw, a known task, or one already proposed."""
+
+    fingerprint: str
+    goal: str
+    reason: RejectionReason
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -228,6 +241,7 @@ def make_propose(sandbox: MobileSandbox, llm: JsonLLM | None) -> ConstructorNode
         proposals: list[Proposal] = []
         proposed: dict[Slot, int] = {}
         worlds = world_seeds(state["seed"])
+        taken = _taken(state)
         plan = state["plan"]
         weights = {w.template: w.weight for w in plan.template_weights}
         missing_by_slot = shortfall(plan, state.get("accepted", []), state.get("repair_of", {}))
@@ -250,10 +264,12 @@ def make_propose(sandbox: MobileSandbox, llm: JsonLLM | None) -> ConstructorNode
                     template = rng.choices(pool, weights=pool_weights)[0]
                 seed = worlds[rng.randrange(len(worlds))]
                 variant = rng.randrange(2**31)
-                if isinstance(slot, tuple):
-                    proposals.append(_instantiate(slot, template, seed, variant, sandbox))
-                else:
-                    proposals.append(_repair_proposal(slot, template, seed, variant, sandbox))
+                cell = slot if isinstance(slot, tuple) else None
+                repair = slot if not isinstance(slot, tuple) else None
+                proposal = _propose(cell, repair, template, seed, variant, sandbox, taken)
+                if proposal.task is not None:
+                    taken.setdefault(proposal.task.fingerprint, _PROPOSED)
+                proposals.append(proposal)
             proposed[slot] = proposed.get(slot, 0) + len(proposals) - before
         if llm is not None:
             proposals = [reword(p, llm) for p in proposals]
@@ -269,26 +285,46 @@ def world_seeds(seed: int) -> list[int]:
     return [rng.randrange(2**31) for _ in range(WORLDS_PER_ROUND)]
 
 
-def _instantiate(
-    cell: Cell, template: TaskTemplate, seed: int, variant: int, sb: MobileSandbox
-) -> Proposal:
-    try:
-        return Proposal(cell, template.name, instantiate(template, seed, sb, variant=variant))
-    except FlywheelError as exc:
-        return Proposal(cell, template.name, None, str(exc))
+_KNOWN = (RejectionReason.DUPLICATE, "a task with this fingerprint already exists")
+_ACCEPTED = (RejectionReason.DUPLICATE, "a task with this fingerprint was just accepted")
+_PROPOSED = (RejectionReason.DUPLICATE, "a task with this fingerprint was proposed in this pass")
+_DEVELOPMENT = (RejectionReason.DEVELOPMENT_TASK, "its fingerprint is held out for development")
 
 
-def _repair_proposal(
-    failure_type: FailureType, template: TaskTemplate, seed: int, variant: int, sb: MobileSandbox
+def _taken(state: ConstructorState) -> dict[str, tuple[RejectionReason, str]]:
+    """Fingerprints a draw must not have, each with the reason it would be rejected."""
+    taken = dict.fromkeys(state.get("known_fingerprints", frozenset()), _KNOWN)
+    taken.update(dict.fromkeys((t.fingerprint for t in state.get("accepted", [])), _ACCEPTED))
+    taken.update(dict.fromkeys(state.get("dev_fingerprints", frozenset()), _DEVELOPMENT))
+    return taken
+
+
+def _propose(
+    cell: Cell | None,
+    repair: FailureType | None,
+    template: TaskTemplate,
+    seed: int,
+    variant: int,
+    sb: MobileSandbox,
+    taken: Mapping[str, tuple[RejectionReason, str]],
 ) -> Proposal:
-    """A template task for a repair set, stored with source ``repair``."""
-    cell = (template.capabilities[0], template.difficulty)
+    """Draw parameters; build the task only when the draw is new and not held out (the
+    costly part: tools recalled, reference plan rehearsed). A repair task is stored with
+    source ``repair`` in its template's cell."""
+    home = cell if cell is not None else (template.capabilities[0], template.difficulty)
     try:
-        task = instantiate(template, seed, sb, variant=variant)
+        drawn = draw(template, seed, sb, variant=variant)
+        why = _DEVELOPMENT if drawn.split is Split.DEV else taken.get(drawn.fingerprint)
+        if why is not None:
+            repeat = Repeat(drawn.fingerprint, drawn.draft.goal, *why)
+            return Proposal(home, template.name, None, why[1], repair=repair, repeat=repeat)
+        task = build(drawn, sb)
     except FlywheelError as exc:
-        return Proposal(cell, template.name, None, str(exc), repair=failure_type)
-    task = TaskSpec.model_validate(task.model_dump(exclude={"id"}) | {"source": TaskSource.REPAIR})
-    return Proposal(cell, template.name, task, repair=failure_type)
+        return Proposal(home, template.name, None, str(exc), repair=repair)
+    if repair is not None:
+        update = {"source": TaskSource.REPAIR}
+        task = TaskSpec.model_validate(task.model_dump(exclude={"id"}) | update)
+    return Proposal(home, template.name, task, repair=repair)
 
 
 REWORD_SYSTEM = (
@@ -352,13 +388,13 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
                 rejected.append(_rejection(state["round_id"], proposal, reason, detail))
             else:
                 survivors.append((proposal, proposal.task))
-        signatures = index.hasher.signatures([word_shingles(what_it_asks(t)) for _, t in survivors])
+        sketches = index.hasher.sketches([word_shingles(what_it_asks(t)) for _, t in survivors])
         missing = shortfall(state["plan"], accepted, repair_of)
         seen = {t.fingerprint for t in accepted}
-        for (proposal, task), signature in zip(survivors, signatures, strict=True):
+        for (proposal, task), sketch in zip(survivors, sketches, strict=True):
             if missing.get(proposal.slot, 0) <= 0:
                 continue  # the cell filled up within this pass: not a rejection
-            reason, detail = _costly_check(task, seen, index, signature, sandbox)
+            reason, detail = _costly_check(task, seen, index, sketch, sandbox)
             if reason is None and proposal.repair is not None:
                 reason, detail = _pattern_check(task, proposal.repair, sandbox)
             if reason is not None:
@@ -369,7 +405,7 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
             if proposal.repair is not None:
                 repair_of[task.id] = proposal.repair
             seen.add(task.fingerprint)
-            index.add_signature(task.id, signature)
+            index.add_sketch(task.id, sketch)
         return {
             "accepted": accepted,
             "repair_of": repair_of,
@@ -396,6 +432,8 @@ def _cheap_check(
     proposal: Proposal, known: frozenset[str], dev: frozenset[str]
 ) -> tuple[RejectionReason | None, str]:
     task = proposal.task
+    if proposal.repeat is not None:
+        return proposal.repeat.reason, proposal.repeat.detail
     if task is None:
         return RejectionReason.INVALID, proposal.problem or "no task was built"
     if task.split is Split.DEV or task.fingerprint in dev:
@@ -412,12 +450,12 @@ def _costly_check(
     task: TaskSpec,
     seen: set[str],
     index: NearDuplicateIndex,
-    signature: Signature,
+    sketch: Sketch,
     sandbox: MobileSandbox,
 ) -> tuple[RejectionReason | None, str]:
     if task.fingerprint in seen:
         return RejectionReason.DUPLICATE, "a task with this fingerprint was just accepted"
-    twin = index.query_signature(signature)
+    twin = index.query_sketch(sketch)
     if twin is not None:
         return RejectionReason.NEAR_DUPLICATE, f"it nearly repeats {twin} (goal and checks)"
     verdict = replay_reference(task, sandbox)
@@ -443,14 +481,14 @@ def _pattern_check(
 def _rejection(
     round_id: str, proposal: Proposal, reason: RejectionReason | None, detail: str
 ) -> RejectedTask:
-    task = proposal.task
+    task, repeat = proposal.task, proposal.repeat
     return RejectedTask(
         round_id=round_id,
-        fingerprint=task.fingerprint if task else None,
+        fingerprint=task.fingerprint if task else repeat.fingerprint if repeat else None,
         template=proposal.template,
         reason=reason or RejectionReason.INVALID,
         detail=detail,
-        goal=task.goal if task else None,
+        goal=task.goal if task else repeat.goal if repeat else None,
     )
 
 

@@ -1,4 +1,4 @@
-"""Near-duplicate detection: our numpy MinHash/LSH against datasketch's ``MinHashLSH``.
+"""Near-duplicate detection: the curator's (rensa's MinHash/LSH) against datasketch's.
 
 **Data.** ``items`` documents, each the set of action shingles the curator hashes
 (:func:`curation.dedup.action_shingles` of a token sequence). Tokens are real: the
@@ -19,12 +19,9 @@ item is indexed, kept or not, so the ground truth does not depend on a detector'
 earlier answers. Both detectors get the same documents, threshold and permutations
 (``CuratorConfig``'s defaults):
 
-- ours: ``MinHasher.signatures`` over every document (it signs in passes of
-  ``SIGNING_CHUNK`` shingles: small ``num_perm`` x shingles temporaries the allocator
-  reuses; from about 2,000 shingles a pass, each maps and faults in fresh pages, 3x
-  slower in a new process, and one pass over 200,000 documents would hold several
-  temporaries of about 2.8 GB each), then ``NearDuplicateIndex.match_signature`` and
-  ``add_signature``;
+- the curator's: ``MinHasher.sketches`` over every document (rensa's
+  ``RMinHash.from_token_sets``), then ``NearDuplicateIndex.match_sketch`` and
+  ``add_sketch`` (rensa's ``RMinHashLSH``, candidates confirmed on the sketches);
 - datasketch: ``MinHash.bulk`` (its documented fast path for many sets), then
   ``MinHashLSH.query``, each candidate confirmed with ``MinHash.jaccard`` (as its
   documentation advises), then ``MinHashLSH.insert``. Rows: its default SHA-1 hash; an
@@ -41,12 +38,16 @@ least the threshold. Precision = correct / flagged; recall = correct / true
 near-duplicates, also split by the item's best exact similarity (1, or in [t, 1)).
 
 **Time and memory.** Each detector runs ``repeat`` times, interleaved with the others,
-each time in a new forked child on the same in-memory data: sign, then index+query,
-timed with ``perf_counter``; the fastest of each phase is kept (other processes share
-the cores). In the first child it then runs again under ``tracemalloc``: peak memory
-is that run's peak of traced allocations (the Python objects and numpy arrays the
-detector makes; the shared input documents are not counted). RSS deltas would
-undercount: a forked child reuses heap the parent freed without growing its RSS.
+each time in a new child process (spawned: a forked child would inherit rensa's thread
+pool without its threads and hang) that receives the documents, then signs and runs
+index+query, timed with ``perf_counter``; the fastest of each phase is kept (other processes share
+the cores), and CPU time is reported beside it. In the first child it then runs again
+under ``tracemalloc``: "Python MB" is that run's peak of traced allocations (the Python
+objects and numpy arrays the detector makes; the shared input documents are not
+counted). Memory a native library allocates (rensa's Rust heap) is invisible to
+``tracemalloc``, so "RSS MB" gives the growth of the child's resident high-water mark
+over its first run (after the documents arrived): it counts native memory, but may
+undercount Python's (heap freed while unpickling is reused without growing the RSS).
 Figures, never pass or fail.
 """
 
@@ -56,6 +57,7 @@ import gc
 import math
 import multiprocessing
 import os
+import resource
 import statistics
 import time
 import traceback
@@ -63,6 +65,7 @@ import tracemalloc
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from multiprocessing.connection import Connection
 
 import numpy as np
@@ -85,6 +88,7 @@ CLUSTER_SHARE = 0.25
 MAX_VARIANTS = 3
 MAX_EDITS = 3
 STREAMS = 64
+CURATORS = "curator's: rensa RMinHash + RMinHashLSH"
 _EPS = 1e-9
 
 Tokens = list[str]
@@ -119,7 +123,9 @@ class Run:
     bands: tuple[int, int]
     sign_s: float
     query_s: float
+    cpu_s: float
     peak_bytes: int
+    rss_bytes: int
     matches: list[int]
 
 
@@ -298,22 +304,25 @@ def score(matches: Sequence[int], truth: Truth, threshold: float) -> Score:
 # -- detectors ------------------------------------------------------------------------
 
 
-def run_ours(corpus: Corpus, threshold: float, num_perm: int) -> Run:
+def run_curators(corpus: Corpus, threshold: float, num_perm: int) -> Run:
+    cpu = time.process_time()
     hasher = MinHasher(num_perm)
     started = time.perf_counter()
-    signatures = hasher.signatures(corpus.documents)
+    sketches = hasher.sketches(corpus.documents)
     signed = time.perf_counter()
     index = NearDuplicateIndex(threshold, hasher=hasher)
     found: list[str | None] = []
-    for key, signature in zip(corpus.keys, signatures, strict=True):
-        found.append(index.match_signature(signature)[0])
-        index.add_signature(key, signature)
+    for key, sketch in zip(corpus.keys, sketches, strict=True):
+        found.append(index.match_sketch(sketch)[0])
+        index.add_sketch(key, sketch)
     done = time.perf_counter()
     return Run(
-        "ours: numpy MinHasher + NearDuplicateIndex",
+        CURATORS,
         (index.bands, index.rows),
         signed - started,
         done - signed,
+        time.process_time() - cpu,
+        0,
         0,
         _positions(corpus.keys, found),
     )
@@ -328,6 +337,7 @@ def run_datasketch(
     fast_hash: bool,
     params: tuple[int, int] | None = None,
 ) -> Run:
+    cpu = time.process_time()
     started = time.perf_counter()
     encoded = ([s.encode() for s in doc] for doc in corpus.documents)  # ours encodes too
     if fast_hash:
@@ -351,7 +361,8 @@ def run_datasketch(
         lsh.insert(key, minhash)
         position[key] = i
     done = time.perf_counter()
-    return Run(name, (lsh.b, lsh.r), signed - started, done - signed, 0, matches)
+    cpu = time.process_time() - cpu
+    return Run(name, (lsh.b, lsh.r), signed - started, done - signed, cpu, 0, 0, matches)
 
 
 def _positions(keys: Sequence[str], found: Sequence[str | None]) -> list[int]:
@@ -360,9 +371,9 @@ def _positions(keys: Sequence[str], found: Sequence[str | None]) -> list[int]:
 
 
 def _in_child(fn: Callable[[], Run], *, trace: bool) -> Run:
-    """Run ``fn`` in a forked child, timed; with ``trace``, then again under
-    ``tracemalloc``, whose peak becomes ``peak_bytes``."""
-    context = multiprocessing.get_context("fork")
+    """Run ``fn`` (picklable, with its data) in a spawned child, timed; with ``trace``,
+    then again under ``tracemalloc``, whose peak becomes ``peak_bytes``."""
+    context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
     child = context.Process(target=_child_main, args=(fn, trace, send))
     child.start()
@@ -381,7 +392,9 @@ def _in_child(fn: Callable[[], Run], *, trace: bool) -> Run:
 
 def _child_main(fn: Callable[[], Run], trace: bool, send: Connection) -> None:
     try:
+        resident = _resident_bytes()
         run = fn()
+        grown = max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - resident)
         peak = 0
         if trace:
             gc.collect()
@@ -389,11 +402,17 @@ def _child_main(fn: Callable[[], Run], trace: bool, send: Connection) -> None:
             fn()
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
-        send.send(replace(run, peak_bytes=peak))
+        send.send(replace(run, peak_bytes=peak, rss_bytes=grown))
     except BaseException:
         send.send(traceback.format_exc())
     finally:
         send.close()
+
+
+def _resident_bytes() -> int:
+    """This process's resident set now (``/proc``; Linux)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _best(runs: Sequence[Run]) -> Run:
@@ -402,7 +421,9 @@ def _best(runs: Sequence[Run]) -> Run:
         runs[0],
         sign_s=min(r.sign_s for r in runs),
         query_s=min(r.query_s for r in runs),
+        cpu_s=min(r.cpu_s for r in runs),
         peak_bytes=max(r.peak_bytes for r in runs),
+        rss_bytes=max(r.rss_bytes for r in runs),
     )
 
 
@@ -428,18 +449,29 @@ def run_dedup_benchmark(
 
     our_bands = lsh_bands(num_perm, threshold)
     detectors: list[Callable[[], Run]] = [
-        lambda: run_ours(corpus, threshold, num_perm),
-        lambda: run_datasketch(
-            corpus, threshold, num_perm, name="datasketch, xxh32 hashfunc", fast_hash=True
-        ),
-        lambda: run_datasketch(
-            corpus, threshold, num_perm, name="datasketch, default SHA-1", fast_hash=False
-        ),
-        lambda: run_datasketch(
+        partial(run_curators, corpus, threshold, num_perm),
+        partial(
+            run_datasketch,
             corpus,
             threshold,
             num_perm,
-            name="datasketch, xxh32, our bands",
+            name="datasketch, xxh32 hashfunc",
+            fast_hash=True,
+        ),
+        partial(
+            run_datasketch,
+            corpus,
+            threshold,
+            num_perm,
+            name="datasketch, default SHA-1",
+            fast_hash=False,
+        ),
+        partial(
+            run_datasketch,
+            corpus,
+            threshold,
+            num_perm,
+            name="datasketch, xxh32, the curator's bands",
             fast_hash=True,
             params=our_bands,
         ),
@@ -488,8 +520,8 @@ def _report(
         f"{true_items - identical:,} in [{threshold}, 1)); {truth.pairs:,} such pairs",
         "",
         f"  {'detector':45s} {'bands':>6s} {'sign s':>8s} {'index+query s':>14s} "
-        f"{'total s':>8s} {'x ours':>7s} {'peak MB':>8s} {'precision':>9s} {'recall':>7s} "
-        f"{'(=1 / <1)':>13s}",
+        f"{'total s':>8s} {'CPU s':>7s} {'x curator':>9s} {'Python MB':>9s} {'RSS MB':>7s} "
+        f"{'precision':>9s} {'recall':>7s} {'(=1 / <1)':>13s}",
     ]
     ours_total = ours.sign_s + ours.query_s
     for run in (ours, *theirs):
@@ -497,18 +529,21 @@ def _report(
         total = run.sign_s + run.query_s
         lines.append(
             f"  {run.name:45s} {run.bands[0]:>3d}x{run.bands[1]:<2d} {run.sign_s:8.2f} "
-            f"{run.query_s:14.2f} {total:8.2f} {total / ours_total:6.2f}x "
-            f"{run.peak_bytes / 2**20:8.0f} {s.precision:9.4f} {s.recall:7.4f} "
+            f"{run.query_s:14.2f} {total:8.2f} {run.cpu_s:7.2f} {total / ours_total:8.2f}x "
+            f"{run.peak_bytes / 2**20:9.0f} {run.rss_bytes / 2**20:7.0f} "
+            f"{s.precision:9.4f} {s.recall:7.4f} "
             f"({s.recall_identical:.3f} / {s.recall_near:.3f})"
         )
     head = theirs[0]
     lines += [
         "",
-        f"  ratio {head.name} / ours: sign {head.sign_s / ours.sign_s:.2f}x, "
+        f"  ratio {head.name} / the curator's: sign {head.sign_s / ours.sign_s:.2f}x, "
         f"index+query {head.query_s / ours.query_s:.2f}x, "
         f"total {(head.sign_s + head.query_s) / ours_total:.2f}x",
         "  (bands: bands x rows; datasketch picks its own for the threshold unless given; "
-        "peak MB: tracemalloc peak of a second, untimed run; "
+        "CPU s: of the whole run (the best of the repeats); Python MB: tracemalloc peak of a "
+        "second, untimed run; RSS MB: growth of the resident high-water mark (native "
+        "memory included); "
         "recall split: items whose best earlier match is an identical set / in "
         f"[{threshold}, 1))",
     ]

@@ -28,7 +28,7 @@ from envs.backend import PrivilegedEvidence
 from envs.sandbox import harness
 from envs.sandbox.app import App, SandboxTool
 from envs.sandbox.apps import ALL_APPS
-from envs.sandbox.state import Collections, ToolContext, ToolFailure, copy_collections
+from envs.sandbox.state import Collections, ToolContext, ToolFailure
 from envs.sandbox.subagents import SUBAGENTS, seed_subagents
 from envs.screen import render_gui_world
 
@@ -78,6 +78,7 @@ class MobileSandbox:
         self._fault_rate = backend_fault_rate
         self._state: Collections = {}
         self._initial: Collections = {}
+        self._owned: set[str] = set()
         self._counters: dict[str, int] = {}
         self._available: dict[str, SandboxTool] = {}
         self._faults = random.Random(0)
@@ -117,7 +118,8 @@ class MobileSandbox:
     # -- episode lifecycle -------------------------------------------------------------
 
     def build_world(self, seed: int) -> Collections:
-        """The seeded state before any task patch (a fresh copy the caller may change)."""
+        """The seeded state before any task patch: a new mapping whose collections are
+        the cached world's own, to read (copy a collection before changing it)."""
         world = self._worlds.get(seed)
         if world is None:
             world = self._generate_world(seed)
@@ -126,7 +128,7 @@ class MobileSandbox:
                 self._worlds.popitem(last=False)
         else:
             self._worlds.move_to_end(seed)
-        return copy_collections(world)
+        return dict(world)
 
     def _generate_world(self, seed: int) -> Collections:
         """Each app draws from its own stream, so adding an app changes no other app."""
@@ -144,7 +146,11 @@ class MobileSandbox:
         self._shows_screen = any(c.kind == "ui_state" for c in task.verifier.checks)
 
     def reset_to(self, conditions: InitialConditions, tools: Iterable[str]) -> None:
+        """A fresh episode from ``conditions``, copied on write: the state, its initial
+        snapshot and the world cache share every collection until a patch or a handler
+        writes to it (rows are never changed in place, see ``ToolContext``)."""
         state = self.build_world(conditions.seed)
+        patched: set[str] = set()
         for patch in conditions.setup:
             if patch.collection not in state:
                 raise InvalidInputError(
@@ -155,6 +161,9 @@ class MobileSandbox:
             row_id = patch.row.get("id")
             if not isinstance(row_id, str):
                 raise InvalidInputError("initial_conditions.setup.row.id", "must be a string")
+            if patch.collection not in patched:
+                state[patch.collection] = dict(state[patch.collection])
+                patched.add(patch.collection)
             state[patch.collection][row_id] = dict(patch.row)
         self._available = {}
         for name in tools:
@@ -162,7 +171,8 @@ class MobileSandbox:
                 raise InvalidInputError("tools", f"unknown tool {name!r}", sorted(self._tools))
             self._available[name] = self._tools[name]
         self._state = state
-        self._initial = copy_collections(state)
+        self._initial = dict(state)
+        self._owned = set()
         self._shows_screen = False
         self._counters = {}
         self._faults = random.Random(f"{conditions.seed}:{self.device}:faults")
@@ -226,7 +236,7 @@ class MobileSandbox:
             return Feedback.failure(
                 ErrorKind.INVALID_ARGUMENTS, f"{field}: {message}", field=field, latency_ms=1.0
             )
-        ctx = ToolContext(self._state, self._counters)
+        ctx = ToolContext(self._state, self._counters, self._owned)
         try:
             result = handler(ctx, arguments)
         except ToolFailure as failure:
@@ -246,7 +256,7 @@ class MobileSandbox:
         )
 
     def _harness(self, fn: Callable[[ToolContext], JsonValue]) -> Feedback:
-        ctx = ToolContext(self._state, self._counters)
+        ctx = ToolContext(self._state, self._counters, self._owned)
         try:
             result = fn(ctx)
         except ToolFailure as failure:

@@ -33,16 +33,21 @@ class ToolFailure(Exception):  # noqa: N818 - control flow inside the sandbox, n
 class ToolContext:
     """State access for handlers: lookups that fail as typed errors, writes that are logged.
 
-    Handlers replace field values and never mutate a stored list or dict in place, so a
-    row-level copy of the state is a faithful snapshot.
+    Handlers replace rows and never mutate a stored row, list or dict in place, so states
+    may share rows. With ``owned``, the collections are shared (with the world cache and
+    the episode's initial state) until written: a collection not in ``owned`` is copied on
+    its first write and then added to it.
     """
 
-    __slots__ = ("changes", "collections", "counters")
+    __slots__ = ("_owned", "changes", "collections", "counters")
 
-    def __init__(self, collections: Collections, counters: dict[str, int]) -> None:
+    def __init__(
+        self, collections: Collections, counters: dict[str, int], owned: set[str] | None = None
+    ) -> None:
         self.collections = collections
         self.counters = counters
         self.changes: list[StateChange] = []
+        self._owned = owned
 
     def rows(self, collection: str) -> Iterator[Row]:
         return iter(self.collections[collection].values())
@@ -58,23 +63,25 @@ class ToolContext:
         return f"{prefix}-{self.counters[prefix]}"
 
     def insert(self, collection: str, row: Row) -> Row:
-        self.collections[collection][row["id"]] = row
+        self._writable(collection)[row["id"]] = row
         self.changes.append(StateChange(collection=collection, entity_id=row["id"], op="created"))
         return row
 
     def update(self, collection: str, entity_id: str, **fields: Any) -> Row:
-        rows = self.collections[collection]
+        rows = self._writable(collection)
         row = {**rows[entity_id], **fields}
         rows[entity_id] = row
         self.changes.append(StateChange(collection=collection, entity_id=entity_id, op="updated"))
         return row
 
     def delete(self, collection: str, entity_id: str) -> Row:
-        row = self.collections[collection].pop(entity_id)
+        row = self._writable(collection).pop(entity_id)
         self.changes.append(StateChange(collection=collection, entity_id=entity_id, op="deleted"))
         return row
 
-
-def copy_collections(collections: Collections) -> Collections:
-    """Row-level copy (rows are never mutated in place, see ``ToolContext``)."""
-    return {name: {k: dict(r) for k, r in rows.items()} for name, rows in collections.items()}
+    def _writable(self, collection: str) -> dict[str, Row]:
+        rows = self.collections[collection]
+        if self._owned is not None and collection not in self._owned:
+            rows = self.collections[collection] = dict(rows)
+            self._owned.add(collection)
+        return rows

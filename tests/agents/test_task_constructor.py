@@ -47,6 +47,8 @@ from contract import (
 from curation.planning import plan_from_feedback
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import (
+    Draw,
+    build,
     instantiate,
     replay_reference,
     sample_tasks,
@@ -402,3 +404,31 @@ def test_a_reworded_repair_task_stays_a_repair_task(sandbox: MobileSandbox) -> N
     assert reworded.repair is FailureType.ROUTING
     plain = reword(Proposal(cell_of(task), "text_contact", task), EchoLLM())
     assert plain.task is not None and plain.task.source is TaskSource.LLM
+
+
+def test_repeated_and_held_out_draws_are_refused_before_their_task_is_built(
+    sandbox: MobileSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = construct_tasks("round-a", default_plan(24), 3, sandbox).tasks
+    known = frozenset(t.fingerprint for t in first)
+    built: list[str] = []
+
+    def counting_build(drawn: Draw, sb: MobileSandbox) -> TaskSpec:
+        built.append(drawn.fingerprint)
+        return build(drawn, sb)
+
+    monkeypatch.setattr("agents.task_constructor.build", counting_build)
+    again, rejected, *_ = construct_tasks(
+        "round-b", default_plan(24), 3, sandbox, known_fingerprints=known
+    )
+
+    assert len(again) == 24
+    assert not known & set(built), "a known draw was built"
+    assert len(built) == len(set(built)), "a draw was built twice"
+    refused = [r for r in rejected if r.fingerprint not in built]
+    assert {r.reason for r in refused} <= {
+        RejectionReason.DUPLICATE,
+        RejectionReason.DEVELOPMENT_TASK,
+    }
+    assert sum(r.fingerprint in known for r in refused) >= 20
+    assert all(r.goal and r.fingerprint and r.template for r in refused)

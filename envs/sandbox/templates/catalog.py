@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import overload
 
 from pydantic import JsonValue
@@ -27,7 +28,7 @@ from contract import (
     task_fingerprint,
 )
 from envs.sandbox.sandbox import MobileSandbox
-from envs.sandbox.templates.base import Params, TaskTemplate
+from envs.sandbox.templates.base import Draft, Params, TaskTemplate
 from envs.sandbox.templates.registry import ALL_TEMPLATES
 from envs.state_diff import allowances_for, state_diff
 from envs.verification import verify
@@ -66,6 +67,66 @@ def split_of(template: TaskTemplate, fingerprint: str) -> Split:
     return Split.DEV if held_out else Split.TRAIN
 
 
+@dataclass(frozen=True)
+class Draw:
+    """One parameter draw of a template, before its tools are recalled and its plan
+    rehearsed: enough to recognise a repeat (``fingerprint``) or a held-out draw
+    (``split``) at the cost of reading the seeded world."""
+
+    template: TaskTemplate
+    seed: int
+    draft: Draft
+    values: dict[str, JsonValue]
+    fingerprint: str
+    split: Split
+
+
+def draw(
+    template: TaskTemplate,
+    seed: int,
+    sandbox: MobileSandbox,
+    params: Mapping[str, JsonValue] | None = None,
+    variant: int = 0,
+) -> Draw:
+    """Draw parameters from ``seed`` and ``variant`` (``params`` fixes some or all): many
+    variants over one seeded world reuse the cached world."""
+    world = sandbox.build_world(seed)
+    stream = f"{seed}:{template.name}" + (f":{variant}" if variant else "")
+    drawn = Params(random.Random(stream), params)
+    draft = template.build(world, drawn)
+    values = drawn.finish()
+    if "{" in draft.goal or len(draft.goal.split()) < 3:
+        raise InvalidInputError("goal", f"template {template.name} produced a malformed goal")
+    fingerprint = task_fingerprint(template.name, values, draft.goal)
+    return Draw(template, seed, draft, values, fingerprint, split_of(template, fingerprint))
+
+
+def build(drawn: Draw, sandbox: MobileSandbox) -> TaskSpec:
+    """The task of a draw: its tools (the plan's and distractors) and its collateral
+    check, found by rehearsing the reference plan."""
+    template, draft, seed = drawn.template, drawn.draft, drawn.seed
+    needed = [a.tool for a in draft.plan if isinstance(a, ToolCall)] + draft.extra_tools
+    tools = recall_tools(sandbox, needed, template, random.Random(f"{seed}:{drawn.fingerprint}"))
+    conditions = InitialConditions(seed=seed, setup=tuple(draft.setup))
+    collateral = collateral_check(sandbox, conditions, tools, draft.plan, draft.tolerate)
+    return TaskSpec(
+        fingerprint=drawn.fingerprint,
+        goal=draft.goal,
+        capabilities=template.capabilities,
+        difficulty=template.difficulty,
+        domains=template.domains,
+        tools=tools,
+        initial_conditions=conditions,
+        verifier=VerifierSpec(checks=(*draft.checks, collateral)),
+        reference_plan=tuple(draft.plan),
+        source=TaskSource.TEMPLATE,
+        template=template.name,
+        params=drawn.values,
+        split=drawn.split,
+        max_steps=step_budget_for(draft.plan),
+    )
+
+
 @overload
 def instantiate(
     template: TaskTemplate,
@@ -97,44 +158,12 @@ def instantiate(
     variant: int = 0,
     split: Split | None = None,
 ) -> TaskSpec | None:
-    """Build one task; ``params`` fixes some or all parameters (others are drawn).
-
-    Parameters are drawn from ``seed`` and ``variant``: many variants over one seeded
-    world reuse the cached world instead of generating a new one per task. With
-    ``split``, a draw in the other split is None, found before its tools are recalled
-    and its collateral check rehearsed (samplers of one split skip most of the cost).
-    """
-    world = sandbox.build_world(seed)
-    stream = f"{seed}:{template.name}" + (f":{variant}" if variant else "")
-    drawn = Params(random.Random(stream), params)
-    draft = template.build(world, drawn)
-    values = drawn.finish()
-    if "{" in draft.goal or len(draft.goal.split()) < 3:
-        raise InvalidInputError("goal", f"template {template.name} produced a malformed goal")
-    fingerprint = task_fingerprint(template.name, values, draft.goal)
-    task_split = split_of(template, fingerprint)
-    if split is not None and task_split is not split:
+    """Build one task (:func:`draw`, then :func:`build`). With ``split``, a draw in the
+    other split is None, found before its tools are recalled and its plan rehearsed."""
+    drawn = draw(template, seed, sandbox, params, variant)
+    if split is not None and drawn.split is not split:
         return None
-    needed = [a.tool for a in draft.plan if isinstance(a, ToolCall)] + draft.extra_tools
-    tools = recall_tools(sandbox, needed, template, random.Random(f"{seed}:{fingerprint}"))
-    conditions = InitialConditions(seed=seed, setup=tuple(draft.setup))
-    collateral = collateral_check(sandbox, conditions, tools, draft.plan, draft.tolerate)
-    return TaskSpec(
-        fingerprint=fingerprint,
-        goal=draft.goal,
-        capabilities=template.capabilities,
-        difficulty=template.difficulty,
-        domains=template.domains,
-        tools=tools,
-        initial_conditions=conditions,
-        verifier=VerifierSpec(checks=(*draft.checks, collateral)),
-        reference_plan=tuple(draft.plan),
-        source=TaskSource.TEMPLATE,
-        template=template.name,
-        params=values,
-        split=task_split,
-        max_steps=step_budget_for(draft.plan),
-    )
+    return build(drawn, sandbox)
 
 
 def step_budget_for(plan: Sequence[Action]) -> int:
