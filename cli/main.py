@@ -409,11 +409,13 @@ def bench_loop(
 def bench_round(
     tasks: Annotated[int, typer.Option(min=12, help="tasks in the round")] = 2000,
     seed: SeedOpt = 0,
+    repeat: Annotated[int, typer.Option(min=1, max=10, help="interleaved pairs")] = 3,
 ) -> None:
-    """A round through Prefect and LangGraph against the same work in plain Python."""
+    """A round through Prefect and LangGraph against the same work in plain Python,
+    interleaved, in wall and CPU time."""
     from bench.round import run_round_benchmark
 
-    typer.echo(run_round_benchmark(tasks=tasks, seed=seed))
+    typer.echo(run_round_benchmark(tasks=tasks, seed=seed, repeat=repeat))
 
 
 @bench_app.command("ingest")
