@@ -46,8 +46,9 @@ under ``tracemalloc``: "Python MB" is that run's peak of traced allocations (the
 objects and numpy arrays the detector makes; the shared input documents are not
 counted). Memory a native library allocates (rensa's Rust heap) is invisible to
 ``tracemalloc``, so "RSS MB" gives the growth of the child's resident high-water mark
-over its first run (after the documents arrived): it counts native memory, but may
-undercount Python's (heap freed while unpickling is reused without growing the RSS).
+over its first run (the mark reset once the documents arrived, ``/proc/self/clear_refs``):
+it counts native memory, but may undercount Python's (heap freed while unpickling is
+reused without growing the RSS).
 Figures, never pass or fail.
 """
 
@@ -57,7 +58,6 @@ import gc
 import math
 import multiprocessing
 import os
-import resource
 import statistics
 import time
 import traceback
@@ -67,6 +67,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 import numpy as np
 import xxhash
@@ -392,9 +393,9 @@ def _in_child(fn: Callable[[], Run], *, trace: bool) -> Run:
 
 def _child_main(fn: Callable[[], Run], trace: bool, send: Connection) -> None:
     try:
-        resident = _resident_bytes()
+        resident = _reset_peak_resident()
         run = fn()
-        grown = max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - resident)
+        grown = max(0, _status_bytes("VmHWM") - resident) if resident else 0
         peak = 0
         if trace:
             gc.collect()
@@ -409,10 +410,22 @@ def _child_main(fn: Callable[[], Run], trace: bool, send: Connection) -> None:
         send.close()
 
 
-def _resident_bytes() -> int:
-    """This process's resident set now (``/proc``; Linux)."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def _reset_peak_resident() -> int:
+    """Reset this process's resident high-water mark (``/proc/self/clear_refs``, Linux)
+    to its resident set now, and return that; 0 where it cannot be reset."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return 0
+    return _status_bytes("VmRSS")
+
+
+def _status_bytes(field: str) -> int:
+    """A ``kB`` field of ``/proc/self/status`` in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def _best(runs: Sequence[Run]) -> Run:
