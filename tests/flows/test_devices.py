@@ -110,10 +110,18 @@ _HOLD_FOREVER = """
 import sys, time
 from flows.devices import ensure_device_limits, prefect_guard
 ensure_device_limits([sys.argv[1]])
-with prefect_guard(sys.argv[1]):
-    print("held", flush=True)
-    while True:
-        time.sleep(60)
+guard = prefect_guard(sys.argv[1])
+for attempt in range(30):  # a loaded server may answer the free slot after the 1 s wait,
+    try:                   # as the device pool's retries allow for
+        guard.__enter__()
+        break
+    except TimeoutError:
+        time.sleep(0.5)
+else:
+    sys.exit("the free slot was never granted")
+print("held", flush=True)
+while True:
+    time.sleep(60)
 """
 
 
