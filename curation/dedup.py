@@ -85,13 +85,13 @@ class NearDuplicateIndex:
         self._lsh = RMinHashLSH(threshold, self.hasher.num_perm, self.bands)
         self._keys: list[str] = []
         self._sketches: list[Sketch] = []
-        self._position: dict[str, int] = {}
+        self._added: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._keys)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._position
+        return key in self._added
 
     def add(self, key: str, text_or_shingles: str | Sequence[str]) -> None:
         self.add_sketch(key, self.hasher.sketch(_shingles(text_or_shingles)))
@@ -107,11 +107,11 @@ class NearDuplicateIndex:
         return self.match_sketch(self.hasher.sketch(_shingles(text_or_shingles)))[0]
 
     def add_sketch(self, key: str, sketch: Sketch) -> None:
-        if key in self._position:
+        if key in self._added:
             raise InvalidInputError("key", f"{key!r} was already added")
         position = len(self._keys)
         self._lsh.insert(position, sketch)
-        self._position[key] = position
+        self._added.add(key)
         self._keys.append(key)
         self._sketches.append(sketch)
 

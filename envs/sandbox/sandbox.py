@@ -28,7 +28,7 @@ from envs.backend import PrivilegedEvidence
 from envs.sandbox import harness
 from envs.sandbox.app import App, SandboxTool
 from envs.sandbox.apps import ALL_APPS
-from envs.sandbox.state import Collections, ToolContext, ToolFailure
+from envs.sandbox.state import Collections, ToolContext, ToolFailure, writable
 from envs.sandbox.subagents import SUBAGENTS, seed_subagents
 from envs.screen import render_gui_world
 
@@ -150,7 +150,7 @@ class MobileSandbox:
         snapshot and the world cache share every collection until a patch or a handler
         writes to it (rows are never changed in place, see ``ToolContext``)."""
         state = self.build_world(conditions.seed)
-        patched: set[str] = set()
+        patched: set[str] = set()  # the collections copied for the patches
         for patch in conditions.setup:
             if patch.collection not in state:
                 raise InvalidInputError(
@@ -161,10 +161,7 @@ class MobileSandbox:
             row_id = patch.row.get("id")
             if not isinstance(row_id, str):
                 raise InvalidInputError("initial_conditions.setup.row.id", "must be a string")
-            if patch.collection not in patched:
-                state[patch.collection] = dict(state[patch.collection])
-                patched.add(patch.collection)
-            state[patch.collection][row_id] = dict(patch.row)
+            writable(state, patched, patch.collection)[row_id] = dict(patch.row)
         self._available = {}
         for name in tools:
             if name not in self._tools:

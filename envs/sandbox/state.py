@@ -34,16 +34,13 @@ class ToolContext:
     """State access for handlers: lookups that fail as typed errors, writes that are logged.
 
     Handlers replace rows and never mutate a stored row, list or dict in place, so states
-    may share rows. With ``owned``, the collections are shared (with the world cache and
-    the episode's initial state) until written: a collection not in ``owned`` is copied on
-    its first write and then added to it.
+    may share rows. The collections are shared (with the world cache and the episode's
+    initial state) until written: see :func:`writable`.
     """
 
     __slots__ = ("_owned", "changes", "collections", "counters")
 
-    def __init__(
-        self, collections: Collections, counters: dict[str, int], owned: set[str] | None = None
-    ) -> None:
+    def __init__(self, collections: Collections, counters: dict[str, int], owned: set[str]) -> None:
         self.collections = collections
         self.counters = counters
         self.changes: list[StateChange] = []
@@ -63,25 +60,28 @@ class ToolContext:
         return f"{prefix}-{self.counters[prefix]}"
 
     def insert(self, collection: str, row: Row) -> Row:
-        self._writable(collection)[row["id"]] = row
+        writable(self.collections, self._owned, collection)[row["id"]] = row
         self.changes.append(StateChange(collection=collection, entity_id=row["id"], op="created"))
         return row
 
     def update(self, collection: str, entity_id: str, **fields: Any) -> Row:
-        rows = self._writable(collection)
+        rows = writable(self.collections, self._owned, collection)
         row = {**rows[entity_id], **fields}
         rows[entity_id] = row
         self.changes.append(StateChange(collection=collection, entity_id=entity_id, op="updated"))
         return row
 
     def delete(self, collection: str, entity_id: str) -> Row:
-        row = self._writable(collection).pop(entity_id)
+        row = writable(self.collections, self._owned, collection).pop(entity_id)
         self.changes.append(StateChange(collection=collection, entity_id=entity_id, op="deleted"))
         return row
 
-    def _writable(self, collection: str) -> dict[str, Row]:
-        rows = self.collections[collection]
-        if self._owned is not None and collection not in self._owned:
-            rows = self.collections[collection] = dict(rows)
-            self._owned.add(collection)
-        return rows
+
+def writable(collections: Collections, owned: set[str], name: str) -> dict[str, Row]:
+    """``collections[name]`` to write to: copied on its first write (then added to
+    ``owned``), since until then it is shared with the world cache and the initial state."""
+    rows = collections[name]
+    if name not in owned:
+        rows = collections[name] = dict(rows)
+        owned.add(name)
+    return rows
