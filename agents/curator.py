@@ -1,16 +1,19 @@
-"""The curator agent: a LangGraph ``StateGraph`` from collected trajectories to curation
-records.
+"""The curator agent: a LangGraph ``StateGraph`` from the facts of collected trajectories
+to curation records.
 
-``normalize -> deduplicate -> check_support -> attribute -> [judge] -> score -> route``.
-Every node is a plain function ``State -> partial State``; the ones that need the
-curator's settings or the LLM are wrapped in closures by :func:`build_curator_graph`.
-Trajectories are never rewritten (their ids are content hashes the catalog refers to):
-``normalize`` derives the normalized action tokens the later nodes compare.
+``normalize -> deduplicate -> check_support -> [judge] -> score -> route``. Every node is
+a plain function ``State -> partial State``; the ones that need the curator's settings or
+the LLM are wrapped in closures by :func:`build_curator_graph`.
+
+The graph reads :class:`curation.facts.TrajectoryFacts`, which a round's curate stage
+builds from the catalog's columns without rebuilding any record; :func:`curate` takes
+``Trajectory`` objects in memory. Trajectories are never rewritten (their ids are content
+hashes the catalog refers to). A failure's attribution is the one its episode stored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypedDict
 
@@ -23,7 +26,6 @@ from agents.llm import JsonLLM, LLMError
 from contract import (
     CurationRecord,
     DropReason,
-    FailureType,
     Outcome,
     ReviewDecision,
     Routing,
@@ -31,8 +33,8 @@ from contract import (
     Step,
     Trajectory,
 )
-from curation.attribution import attribute_failure, planned_targets
-from curation.dedup import action_tokens, find_duplicates
+from curation.dedup import find_duplicates
+from curation.facts import TrajectoryFacts, facts_of
 from curation.quality import quality_score
 from curation.routing import CuratorConfig, is_conflict
 from curation.routing import route as route_trajectory
@@ -55,12 +57,11 @@ class CuratorState(TypedDict, total=False):
     """The curator's state; every node fills some fields, all keyed by trajectory id."""
 
     round_id: str
-    trajectories: list[Trajectory]
-    tokens: dict[str, list[str]]
-    """Normalized action tokens (see ``curation.dedup.action_tokens``)."""
+    trajectories: list[TrajectoryFacts]
+    prompts: dict[str, str]
+    """What the LLM judge is shown of each trajectory (``render_for_judge``), by id."""
     drops: dict[str, Drop]
     support: dict[str, tuple[bool, str]]
-    attributions: dict[str, FailureType | None]
     judge: dict[str, JsonValue]
     quality: dict[str, float]
     records: list[CurationRecord]
@@ -76,34 +77,33 @@ class Node(Protocol):
 
 
 def normalize(state: CuratorState) -> CuratorState:
-    """Sort by id (one entry per id), derive normalized action tokens, and drop malformed
-    trajectories and backend errors."""
+    """Sort by id (one entry per id) and drop malformed trajectories and backend errors."""
     unique = sorted({t.id: t for t in state["trajectories"]}.values(), key=lambda t: t.id)
     drops: dict[str, Drop] = {}
     for t in unique:
         problem = malformation(t)
         if problem is not None:
             drops[t.id] = Drop(DropReason.MALFORMED, f"malformed: {problem}")
-        elif t.metadata.outcome is Outcome.BACKEND_ERROR:
+        elif t.outcome is Outcome.BACKEND_ERROR:
             detail = "backend error: kept as evidence, never training data"
             drops[t.id] = Drop(DropReason.BACKEND_ERROR, detail)
-    tokens = {t.id: action_tokens(t.steps) for t in unique if t.id not in drops}
-    return {"trajectories": unique, "tokens": tokens, "drops": drops}
+    return {"trajectories": unique, "drops": drops}
 
 
-def malformation(trajectory: Trajectory) -> str | None:
+def malformation(trajectory: Trajectory | TrajectoryFacts) -> str | None:
     """What makes a trajectory unusable as a record, or None."""
-    steps = trajectory.steps
+    facts = facts_of(trajectory)
+    steps = facts.steps
     if not steps:
         return "no steps"
     if [s.index for s in steps] != list(range(len(steps))):
         return "step indices are not 0..n-1"
-    if not trajectory.task.verifier.checks:
+    if not facts.verifier:
         return "the task has an empty verifier"
-    if len(trajectory.verdict.checks) != len(trajectory.task.verifier.checks):
+    if len(facts.checks) != len(facts.verifier):
         return "the verdict does not match the task's verifier"
-    if trajectory.cost.steps != len(steps):
-        return f"cost counts {trajectory.cost.steps} steps, the record has {len(steps)}"
+    if facts.cost_steps != len(steps):
+        return f"cost counts {facts.cost_steps} steps, the record has {len(steps)}"
     return None
 
 
@@ -112,10 +112,7 @@ def deduplicate(state: CuratorState, settings: CuratorConfig) -> CuratorState:
     drops = dict(state.get("drops", {}))
     candidates = [t for t in state["trajectories"] if t.id not in drops]
     found = find_duplicates(
-        candidates,
-        threshold=settings.near_duplicate_threshold,
-        num_perm=settings.num_perm,
-        tokens=state.get("tokens", {}),
+        candidates, threshold=settings.near_duplicate_threshold, num_perm=settings.num_perm
     )
     for tid, dup in found.items():
         what = "exact duplicate" if dup.reason is DropReason.DUPLICATE else "near-duplicate"
@@ -129,42 +126,28 @@ def check_support(state: CuratorState) -> CuratorState:
     return {"support": {t.id: support_of(t) for t in _evaluable(state)}}
 
 
-def attribute(state: CuratorState) -> CuratorState:
-    """Failure attribution re-run from the evidence, whatever policy produced it."""
-    return {
-        "attributions": {
-            t.id: attribute_failure(
-                t.steps,
-                t.verdict,
-                t.metadata.termination,
-                t.metadata.outcome,
-                planned=planned_targets(t.task),
-            )
-            for t in _evaluable(state)
-        }
-    }
-
-
 def judge(state: CuratorState, llm: JsonLLM) -> CuratorState:
-    """Ask the LLM about each kept trajectory that rules alone do not settle."""
+    """Ask the LLM about each kept trajectory that rules alone do not settle, showing it
+    the trajectory's prompt (one without a prompt is not judged)."""
     drops = state.get("drops", {})
     supported = state.get("support", {})
+    prompts = state.get("prompts", {})
     answers: dict[str, JsonValue] = {}
     for t in state["trajectories"]:
-        if t.id in drops or not needs_judge(t, supported.get(t.id, (False, ""))[0]):
+        if t.id in drops or t.id not in prompts:
             continue
-        answers[t.id] = ask_judge(llm, t)
+        if needs_judge(t, supported.get(t.id, (False, ""))[0]):
+            answers[t.id] = ask_judge(llm, prompts[t.id])
     return {"judge": answers}
 
 
-def needs_judge(trajectory: Trajectory, supported: bool) -> bool:
+def needs_judge(trajectory: Trajectory | TrajectoryFacts, supported: bool) -> bool:
     """Everything but a failure the verifier agrees with, unless rubric checks need eyes:
     a judge is worth asking where it could catch a verifier's false positive."""
-    if any(isinstance(c, RubricCheck) for c in trajectory.task.verifier.checks):
+    facts = facts_of(trajectory)
+    if facts.has_rubric or facts.outcome is Outcome.SUCCESS:
         return True
-    if trajectory.metadata.outcome is Outcome.SUCCESS:
-        return True
-    return is_conflict(trajectory, supported)
+    return is_conflict(facts, supported)
 
 
 def score(state: CuratorState) -> CuratorState:
@@ -177,10 +160,11 @@ def route(state: CuratorState, settings: CuratorConfig) -> CuratorState:
     return {"records": [_record(state, t, settings) for t in state["trajectories"]]}
 
 
-def _record(state: CuratorState, t: Trajectory, settings: CuratorConfig) -> CurationRecord:
+def _record(state: CuratorState, t: TrajectoryFacts, settings: CuratorConfig) -> CurationRecord:
     drop = state.get("drops", {}).get(t.id)
     supported, detail = state.get("support", {}).get(t.id, (False, ""))
-    attribution = state.get("attributions", {}).get(t.id)
+    malformed = drop is not None and drop.reason is DropReason.MALFORMED
+    attribution = None if malformed else t.attribution
     quality = state.get("quality", {}).get(t.id, 0.0)
     answer = state.get("judge", {}).get(t.id)
     if drop is not None:
@@ -191,7 +175,7 @@ def _record(state: CuratorState, t: Trajectory, settings: CuratorConfig) -> Cura
         )
     return CurationRecord(
         trajectory_id=t.id,
-        task_id=t.task.id,
+        task_id=t.task_id,
         round_id=state["round_id"],
         kept=drop is None,
         drop_reason=drop.reason if drop else None,
@@ -207,7 +191,7 @@ def _record(state: CuratorState, t: Trajectory, settings: CuratorConfig) -> Cura
     )
 
 
-def _evaluable(state: CuratorState) -> list[Trajectory]:
+def _evaluable(state: CuratorState) -> list[TrajectoryFacts]:
     drops = state.get("drops", {})
     return [
         t
@@ -227,11 +211,12 @@ JUDGE_SYSTEM = (
 )
 
 
-def ask_judge(llm: JsonLLM, trajectory: Trajectory) -> JsonValue:
-    """``{"passed": bool, "reason": str}``, or ``{"error": ...}`` when the LLM gave no
-    usable answer (a judge never stops curation)."""
+def ask_judge(llm: JsonLLM, prompt: str) -> JsonValue:
+    """``{"passed": bool, "reason": str}`` about the trajectory ``prompt`` shows
+    (``render_for_judge``), or ``{"error": ...}`` when the LLM gave no usable answer (a
+    judge never stops curation)."""
     try:
-        answer = llm.ask_json(JUDGE_SYSTEM, render_for_judge(trajectory))
+        answer = llm.ask_json(JUDGE_SYSTEM, prompt)
     except LLMError as exc:
         return {"error": str(exc)[:300]}
     passed, reason = answer.get("passed"), answer.get("reason", "")
@@ -275,8 +260,9 @@ def build_curator_graph(
 ) -> CompiledStateGraph[CuratorState, None, CuratorState, CuratorState]:
     """The compiled curator graph; ``judge`` runs only when an ``llm`` is given.
 
-    Invoke it with ``{"round_id": ..., "trajectories": [...]}``; the result's ``records``
-    hold one ``CurationRecord`` per distinct trajectory, sorted by trajectory id.
+    Invoke it with ``{"round_id": ..., "trajectories": [facts, ...]}`` (and ``prompts``
+    for a judge); the result's ``records`` hold one ``CurationRecord`` per distinct
+    trajectory, sorted by trajectory id.
     """
 
     def deduplicate_node(state: CuratorState) -> CuratorState:
@@ -289,7 +275,6 @@ def build_curator_graph(
         ("normalize", normalize),
         ("deduplicate", deduplicate_node),
         ("check_support", check_support),
-        ("attribute", attribute),
     ]
     if llm is not None:
         judge_llm = llm
@@ -314,8 +299,25 @@ def curate(
     config: CuratorConfig | None = None,
     llm: JsonLLM | None = None,
 ) -> list[CurationRecord]:
-    """Curate a batch: one record per distinct trajectory, sorted by trajectory id."""
+    """Curate trajectories in memory: one record per distinct trajectory, sorted by id."""
+    prompts = {t.id: render_for_judge(t) for t in trajectories} if llm is not None else {}
+    return curate_facts(
+        [TrajectoryFacts.of(t) for t in trajectories], round_id, config, llm, prompts
+    )
+
+
+def curate_facts(
+    facts: Sequence[TrajectoryFacts],
+    round_id: str,
+    config: CuratorConfig | None = None,
+    llm: JsonLLM | None = None,
+    prompts: Mapping[str, str] | None = None,
+) -> list[CurationRecord]:
+    """Curate trajectories by their facts (an LLM judges those with a prompt in
+    ``prompts``): one record per distinct trajectory, sorted by id."""
     graph = build_curator_graph(config or CuratorConfig(), llm)
-    state = graph.invoke({"round_id": round_id, "trajectories": list(trajectories)})
+    state = graph.invoke(
+        {"round_id": round_id, "trajectories": list(facts), "prompts": dict(prompts or {})}
+    )
     records: list[CurationRecord] = state["records"]
     return records

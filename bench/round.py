@@ -34,6 +34,7 @@ from agents import curator, task_constructor, trajectory_collector
 from agents.policies.base import Policy
 from contract import ReviewDecision, TaskSpec, Trajectory
 from curation.balance import balance_mix
+from curation.facts import TrajectoryFacts
 from curation.routing import CuratorConfig
 from envs.sandbox import MobileSandbox
 from flows.policies import build_policy
@@ -207,12 +208,12 @@ def plain_pipeline(
     construction = Timing(time.perf_counter() - started, _cpu_seconds(None) - cpu)
     trajectories = collect_plainly(state["accepted"], config, policy)
     cfg = CuratorConfig()
-    cur: dict[str, Any] = {"round_id": "plain", "trajectories": trajectories}
+    facts = [TrajectoryFacts.of(t) for t in trajectories]
+    cur: dict[str, Any] = {"round_id": "plain", "trajectories": facts}
     for step in (
         curator.normalize,
         lambda s: curator.deduplicate(s, cfg),
         curator.check_support,
-        curator.attribute,
         curator.score,
         lambda s: curator.route(s, cfg),
     ):

@@ -17,6 +17,7 @@ from contract.actions import (
     SubAgentCall,
     ToolCall,
     action_adapter,
+    describe_json,
 )
 from contract.base import TRUSTED_IDS, IdentifiedRecord, Record, canonical_json, content_hash
 from contract.curation import (
@@ -287,6 +288,7 @@ __all__ = [
     "canonical_json",
     "content_hash",
     "default_plan",
+    "describe_json",
     "feedback_report_schema",
     "field_path",
     "gui_action_adapter",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, JsonValue, TypeAdapter
 
@@ -135,3 +136,30 @@ ActionKind = Literal[
 TERMINAL_KINDS: frozenset[str] = frozenset({"clarify", "refuse", "finish"})
 
 action_adapter: TypeAdapter[Action] = TypeAdapter(Action)
+
+
+_FIELDS: dict[str, tuple[str, ...]] = {
+    model.model_fields["kind"].default: tuple(f for f in model.model_fields if f != "kind")
+    for model in (
+        MemoryRead,
+        MemoryWrite,
+        MemorySearch,
+        SkillLoad,
+        SubAgentCall,
+        Clarify,
+        Refuse,
+        Finish,
+    )
+}
+
+
+def describe_json(action: Mapping[str, Any]) -> str:
+    """``describe()`` of an action from its JSON as ``to_json`` wrote it (every field
+    present), without validating it: the catalog's readers build the line from the stored
+    column. A tool call's arguments come in the JSON's order (the catalog's is sorted)."""
+    kind = action["kind"]
+    if kind == "tool_call":
+        name, items = action["tool"], action["arguments"].items()
+    else:
+        name, items = kind, ((field, action[field]) for field in _FIELDS[kind])
+    return f"{name}({', '.join(f'{k}={canonical_json(v).decode()}' for k, v in items)})"

@@ -9,15 +9,17 @@ candidate is confirmed when the sketches estimate a Jaccard similarity of at lea
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import xxhash
+import orjson
 from rensa import RMinHash, RMinHashLSH
 
-from contract import DropReason, InvalidInputError, Step, Trajectory, canonical_json
+from contract import DropReason, InvalidInputError, Step, Trajectory, describe_json
+from curation.facts import StepFacts, TrajectoryFacts, facts_of
 
 DEFAULT_THRESHOLD = 0.9
 DEFAULT_NUM_PERM = 64
@@ -51,6 +53,7 @@ class MinHasher:
         return self.sketches([shingles])[0]
 
 
+@functools.cache
 def lsh_bands(num_perm: int, threshold: float) -> tuple[int, int]:
     """``(bands, rows)`` with ``bands * rows == num_perm`` (rensa's rule): the most rows per
     band that still propose a pair at ``threshold`` as a candidate with probability
@@ -159,17 +162,17 @@ class Duplicate:
     similarity: float
 
 
-def action_tokens(steps: Sequence[Step]) -> list[str]:
-    """One normalized token per step: the action's description, case-folded and
-    single-spaced, or the error of output that was no action."""
-    tokens = []
-    for step in steps:
-        if step.action is not None:
-            tokens.append(" ".join(step.action.describe().casefold().split()))
-        else:
-            error = step.feedback.error
-            tokens.append(f"<no action: {error.kind if error is not None else 'none'}>")
-    return tokens
+def action_tokens(steps: Sequence[Step] | Sequence[StepFacts]) -> list[str]:
+    """One normalized token per step (``StepFacts.token``): the action's description,
+    case-folded and single-spaced, or the error of output that was no action."""
+    return [step.token if isinstance(step, StepFacts) else _token(step) for step in steps]
+
+
+def _token(step: Step) -> str:
+    action = step.action
+    call = describe_json(orjson.loads(action.to_json())) if action is not None else None
+    error = step.feedback.error
+    return StepFacts(step.index, call, None, None, error.kind if error else None).token
 
 
 def action_shingles(tokens: Sequence[str], n: int = 3) -> list[str]:
@@ -182,40 +185,38 @@ def action_shingles(tokens: Sequence[str], n: int = 3) -> list[str]:
     return [_SEP.join(padded[i : i + n]) for i in range(len(padded) - n + 1)]
 
 
-def keep_order(trajectory: Trajectory) -> tuple[int, str]:
+def keep_order(trajectory: Trajectory | TrajectoryFacts) -> tuple[int, str]:
     """Which copy is kept: the shortest, then the smallest id (stable across runs)."""
     return len(trajectory.steps), trajectory.id
 
 
 def find_duplicates(
-    trajectories: Sequence[Trajectory],
+    trajectories: Sequence[Trajectory] | Sequence[TrajectoryFacts],
     *,
     threshold: float = DEFAULT_THRESHOLD,
     num_perm: int = DEFAULT_NUM_PERM,
-    tokens: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Duplicate]:
     """The trajectories to drop, by id, each with the kept one it copies.
 
     Exact: the same task fingerprint, actions and outcome. Near: within the same task
     fingerprint and outcome, action shingles (:func:`action_shingles`) whose estimated
-    Jaccard similarity is at least ``threshold``. ``tokens`` may give precomputed
-    :func:`action_tokens` by trajectory id. Kept copies are chosen by :func:`keep_order`,
-    and every drop names a kept trajectory (an exact copy of a near-duplicate is that
-    near-duplicate's drop).
+    Jaccard similarity is at least ``threshold``. Kept copies are chosen by
+    :func:`keep_order`, and every drop names a kept trajectory (an exact copy of a
+    near-duplicate is that near-duplicate's drop).
     """
     _check_threshold(threshold)
-    ordered = sorted({t.id: t for t in trajectories}.values(), key=keep_order)
+    facts = {t.id: facts_of(t) for t in trajectories}
+    ordered = sorted(facts.values(), key=keep_order)
     found: dict[str, Duplicate] = {}
     exact_kept: dict[int, str] = {}
-    near_candidates: list[Trajectory] = []
+    near_candidates: list[TrajectoryFacts] = []
     for t in ordered:
-        key = _exact_key(t)
-        if key in exact_kept:
-            found[t.id] = Duplicate(DropReason.DUPLICATE, exact_kept[key], 1.0)
+        if t.exact_key in exact_kept:
+            found[t.id] = Duplicate(DropReason.DUPLICATE, exact_kept[t.exact_key], 1.0)
         else:
-            exact_kept[key] = t.id
+            exact_kept[t.exact_key] = t.id
             near_candidates.append(t)
-    near = _near_duplicates(near_candidates, threshold, num_perm, tokens or {})
+    near = _near_duplicates(near_candidates, threshold, num_perm)
     for tid, duplicate in found.items():  # an exact copy of a near-duplicate: of its kept one
         if duplicate.of in near:
             found[tid] = near[duplicate.of]
@@ -224,17 +225,14 @@ def find_duplicates(
 
 
 def _near_duplicates(
-    ordered: Sequence[Trajectory],
-    threshold: float,
-    num_perm: int,
-    tokens: Mapping[str, Sequence[str]],
+    ordered: Sequence[TrajectoryFacts], threshold: float, num_perm: int
 ) -> dict[str, Duplicate]:
     hasher = MinHasher(num_perm)
-    documents = [action_shingles(tokens.get(t.id) or action_tokens(t.steps)) for t in ordered]
+    documents = [action_shingles([s.token for s in t.steps]) for t in ordered]
     indexes: dict[tuple[str, str], NearDuplicateIndex] = {}
     found: dict[str, Duplicate] = {}
     for t, sketch in zip(ordered, hasher.sketches(documents), strict=True):
-        group = (t.task.fingerprint, t.metadata.outcome.value)
+        group = (t.fingerprint, t.outcome.value)
         index = indexes.get(group)
         if index is None:
             index = indexes[group] = NearDuplicateIndex(threshold, hasher=hasher)
@@ -244,11 +242,3 @@ def _near_duplicates(
         else:
             found[t.id] = Duplicate(DropReason.NEAR_DUPLICATE, of, round(similarity, 6))
     return found
-
-
-def _exact_key(trajectory: Trajectory) -> int:
-    actions = [
-        s.action.model_dump(mode="json") if s.action is not None else None for s in trajectory.steps
-    ]
-    body = [trajectory.task.fingerprint, trajectory.metadata.outcome.value, actions]
-    return xxhash.xxh3_128_intdigest(canonical_json(body))

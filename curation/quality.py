@@ -6,7 +6,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from contract import TERMINAL_KINDS, ErrorKind, Step, Trajectory
+from contract import ErrorKind, Trajectory
+from curation.facts import StepFacts, TrajectoryFacts, facts_of
 
 LOOP_THRESHOLD = 3
 """The same call this many times is a loop, not a retry."""
@@ -29,7 +30,7 @@ class QualityParts:
         return round(self.verifier * self.efficiency * self.hygiene, 6)
 
 
-def quality_score(trajectory: Trajectory) -> float:
+def quality_score(trajectory: Trajectory | TrajectoryFacts) -> float:
     """Quality in [0, 1]: ``verifier * efficiency * hygiene``.
 
     - ``verifier = (verdict.score + verdict.progress) / 2``: 1 for a passed verdict;
@@ -50,14 +51,13 @@ def quality_score(trajectory: Trajectory) -> float:
     return quality_parts(trajectory).score
 
 
-def quality_parts(trajectory: Trajectory) -> QualityParts:
+def quality_parts(trajectory: Trajectory | TrajectoryFacts) -> QualityParts:
     """The three factors of :func:`quality_score`, for reports and tests."""
-    verdict = trajectory.verdict
-    steps = trajectory.steps
-    reference = sum(1 for a in trajectory.task.reference_plan if a.kind not in TERMINAL_KINDS)
-    calls = sum(1 for s in steps if _is_call(s) and s.feedback.error is None)
-    efficiency = min(1.0, max(reference, 1) / calls) ** 0.5 if calls else 1.0
-    recovered, unrecovered = _errors(steps, verdict.passed)
+    facts = facts_of(trajectory)
+    steps = facts.steps
+    calls = sum(1 for s in steps if s.is_call and s.error is None)
+    efficiency = min(1.0, max(facts.reference_calls, 1) / calls) ** 0.5 if calls else 1.0
+    recovered, unrecovered = _errors(steps, facts.passed)
     repeats = _repeats(steps)
     hygiene = 1.0 - (
         UNRECOVERED_ERROR_PENALTY * unrecovered
@@ -66,13 +66,13 @@ def quality_parts(trajectory: Trajectory) -> QualityParts:
         + (LOOP_PENALTY if any(n + 1 >= LOOP_THRESHOLD for n in repeats.values()) else 0.0)
     )
     return QualityParts(
-        verifier=(verdict.score + verdict.progress) / (4 if verdict.harmed else 2),
+        verifier=(facts.score + facts.progress) / (4 if facts.harmed else 2),
         efficiency=efficiency,
         hygiene=max(0.0, hygiene),
     )
 
 
-def _errors(steps: Sequence[Step], succeeded: bool) -> tuple[int, int]:
+def _errors(steps: Sequence[StepFacts], succeeded: bool) -> tuple[int, int]:
     """``(recovered, unrecovered)`` errors.
 
     An error is recovered when a later step runs the same target successfully; an unknown
@@ -81,15 +81,13 @@ def _errors(steps: Sequence[Step], succeeded: bool) -> tuple[int, int]:
     """
     recovered = unrecovered = 0
     for i, step in enumerate(steps):
-        error = step.feedback.error
-        if error is None:
+        if step.error is None:
             continue
-        if step.action is None or error.kind is ErrorKind.UNKNOWN_TOOL:
+        if step.call is None or step.error is ErrorKind.UNKNOWN_TOOL:
             fixed = succeeded
         else:
-            target = step.action.target
             fixed = any(
-                s.action is not None and s.action.target == target and s.feedback.error is None
+                s.call is not None and s.target == step.target and s.error is None
                 for s in steps[i + 1 :]
             )
         if fixed:
@@ -99,14 +97,9 @@ def _errors(steps: Sequence[Step], succeeded: bool) -> tuple[int, int]:
     return recovered, unrecovered
 
 
-def _repeats(steps: Sequence[Step]) -> Counter[str]:
+def _repeats(steps: Sequence[StepFacts]) -> Counter[str]:
     """How often each successful call was repeated after its first success."""
-    seen: Counter[str] = Counter()
-    for step in steps:
-        if step.action is not None and _is_call(step) and step.feedback.error is None:
-            seen[step.action.describe()] += 1
+    seen: Counter[str] = Counter(
+        s.call for s in steps if s.call is not None and s.is_call and s.error is None
+    )
     return Counter({k: n - 1 for k, n in seen.items() if n > 1})
-
-
-def _is_call(step: Step) -> bool:
-    return step.action is not None and step.action.kind not in TERMINAL_KINDS

@@ -13,11 +13,10 @@ from contract import (
     Outcome,
     ReviewDecision,
     Routing,
-    ToolCall,
     Trajectory,
 )
-from curation.attribution import attribute_failure, planned_targets
 from curation.dedup import DEFAULT_NUM_PERM, DEFAULT_THRESHOLD
+from curation.facts import TrajectoryFacts, facts_of
 
 SAFETY_SENSITIVE_TOOLS: frozenset[str] = frozenset(
     {
@@ -94,7 +93,7 @@ Route = tuple[Routing, ReviewDecision, str]
 
 
 def route(
-    trajectory: Trajectory,
+    trajectory: Trajectory | TrajectoryFacts,
     supported: bool,
     quality: float,
     config: CuratorConfig,
@@ -111,8 +110,9 @@ def route(
     its attribution; a supported success is approved at ``approve_quality``, rejected
     below ``reject_quality`` and sent to a person between them. An approval that used a
     safety-sensitive tool, and an audit sample of confident items, go to a person with
-    the same suggestion.
+    the same suggestion. ``attribution`` defaults to the one the trajectory holds.
     """
+    trajectory = facts_of(trajectory)
     base = _base_route(trajectory, supported, quality, config, judge_answer, support_detail)
     routing, suggested, reason = base
     if routing is Routing.AUTO_APPROVE or suggested is ReviewDecision.APPROVE:
@@ -123,29 +123,23 @@ def route(
     if routing is not Routing.NEEDS_HUMAN and audit_sampled(trajectory.id, config.audit_rate):
         routing = Routing.NEEDS_HUMAN
         reason += f"; audit sample (would be {base[0].value})"
-    if suggested is ReviewDecision.REJECT and trajectory.metadata.outcome is Outcome.FAILURE:
-        kind = attribution or attribute_failure(
-            trajectory.steps,
-            trajectory.verdict,
-            trajectory.metadata.termination,
-            trajectory.metadata.outcome,
-            planned=planned_targets(trajectory.task),
-        )
+    if suggested is ReviewDecision.REJECT and trajectory.outcome is Outcome.FAILURE:
+        kind = attribution or trajectory.attribution
         if kind is not None:
             reason = f"failed ({kind.value}): {reason}"
     return routing, suggested, reason
 
 
 def _base_route(
-    trajectory: Trajectory,
+    trajectory: TrajectoryFacts,
     supported: bool,
     quality: float,
     config: CuratorConfig,
     judge_answer: JsonValue,
     support_detail: str,
 ) -> Route:
-    outcome = trajectory.metadata.outcome
-    passed = trajectory.verdict.passed
+    outcome = trajectory.outcome
+    passed = trajectory.passed
     detail = support_detail or ("supported" if supported else "unsupported")
     if outcome is Outcome.BACKEND_ERROR:
         return Routing.AUTO_REJECT, ReviewDecision.REJECT, "backend error: never training data"
@@ -175,15 +169,15 @@ def _base_route(
     return Routing.NEEDS_HUMAN, ReviewDecision.APPROVE, reason
 
 
-def is_conflict(trajectory: Trajectory, supported: bool) -> bool:
+def is_conflict(trajectory: Trajectory | TrajectoryFacts, supported: bool) -> bool:
     """The reported outcome disagrees with the evidence.
 
     A failure whose claimed completion is unsupported is an ordinary failure, not this.
     """
-    outcome = trajectory.metadata.outcome
-    if outcome is Outcome.SUCCESS:
+    facts = facts_of(trajectory)
+    if facts.outcome is Outcome.SUCCESS:
         return not supported
-    return outcome is Outcome.FAILURE and trajectory.verdict.passed
+    return facts.outcome is Outcome.FAILURE and facts.passed
 
 
 def judge_verdict(answer: JsonValue) -> tuple[bool, str] | str | None:
@@ -207,10 +201,6 @@ def audit_sampled(trajectory_id: str, rate: float) -> bool:
     return xxhash.xxh64_intdigest(trajectory_id.encode()) / 2**64 < rate
 
 
-def _sensitive_tools(trajectory: Trajectory, config: CuratorConfig) -> list[str]:
-    used = {
-        s.action.tool
-        for s in trajectory.steps
-        if isinstance(s.action, ToolCall) and s.action.tool in config.safety_sensitive_tools
-    }
-    return sorted(used)
+def _sensitive_tools(trajectory: TrajectoryFacts, config: CuratorConfig) -> list[str]:
+    used = {s.tool for s in trajectory.steps if s.tool in config.safety_sensitive_tools}
+    return sorted(str(tool) for tool in used)

@@ -9,19 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contract import (
-    CheckResult,
-    Finish,
-    Outcome,
-    StatePredicateCheck,
-    Step,
-    Trajectory,
-)
+from contract import Outcome, Trajectory
+from curation.facts import CheckFacts, StepFacts, TrajectoryFacts, facts_of
 
 _CREATING_EXPECTS = frozenset({"exists", "exactly_one"})
 
 
-def check_support(trajectory: Trajectory) -> tuple[bool, str]:
+def check_support(trajectory: Trajectory | TrajectoryFacts) -> tuple[bool, str]:
     """``(supported, detail)``: whether the outcome agrees with the verdict and the steps.
 
     - a backend error is never supported (it says nothing about the policy);
@@ -31,39 +25,38 @@ def check_support(trajectory: Trajectory) -> tuple[bool, str]:
     - a success needs, for each met state check expecting ``exists``/``exactly_one``, a
       step that changed a row the check matched (otherwise the state was already so).
     """
-    outcome = trajectory.metadata.outcome
-    verdict = trajectory.verdict
+    facts = facts_of(trajectory)
+    outcome = facts.outcome
     if outcome is Outcome.BACKEND_ERROR:
         return False, "the backend failed: the outcome says nothing about the policy"
-    if len(verdict.checks) != len(trajectory.task.verifier.checks):
+    if len(facts.checks) != len(facts.verifier):
         return False, "the verdict does not match the task's verifier"
-    unmet = [c for c in verdict.checks if not c.met]
+    unmet = [c for c in facts.checks if not c.met]
     if outcome is Outcome.FAILURE:
-        if verdict.passed:
+        if facts.passed:
             return False, "reported as a failure, but the verifier passed every check"
-        if _ended_with_finish(trajectory.steps):
+        if facts.steps and facts.steps[-1].kind == "finish":
             return False, f"claimed completion (finish) that the verifier refutes: {_unmet(unmet)}"
         return True, f"the failure agrees with the verifier: {_unmet(unmet)}"
-    if not verdict.passed:
+    if not facts.passed:
         return False, f"reported as a success, but the verifier failed: {_unmet(unmet)}"
-    return _success_support(trajectory)
+    return _success_support(facts)
 
 
-def _success_support(trajectory: Trajectory) -> tuple[bool, str]:
-    specs = trajectory.task.verifier.checks
-    for spec, result in zip(specs, trajectory.verdict.checks, strict=True):
-        if not isinstance(spec, StatePredicateCheck) or spec.expect not in _CREATING_EXPECTS:
+def _success_support(facts: TrajectoryFacts) -> tuple[bool, str]:
+    for spec, result in zip(facts.verifier, facts.checks, strict=True):
+        if spec.kind != "state" or spec.expect not in _CREATING_EXPECTS:
             continue
-        if not _made_by_episode(spec.collection, result, trajectory.steps):
+        if not _made_by_episode(str(spec.collection), result, facts.steps):
             return False, (
                 f"the state was already so before the episode: {result.description} "
                 "held without any step changing a matching row"
             )
-    n = len(trajectory.verdict.checks)
+    n = len(facts.checks)
     return True, f"the verifier passed {n} check{'s' if n != 1 else ''}, backed by the steps"
 
 
-def _made_by_episode(collection: str, result: CheckResult, steps: Sequence[Step]) -> bool:
+def _made_by_episode(collection: str, result: CheckFacts, steps: Sequence[StepFacts]) -> bool:
     """A step created or updated a row the check matched.
 
     The evidence lists at most a few matched ids; when it is cut short, any change to the
@@ -75,19 +68,15 @@ def _made_by_episode(collection: str, result: CheckResult, steps: Sequence[Step]
     count = evidence.get("count")
     truncated = isinstance(count, int) and count > len(matched)
     for step in steps:
-        for change in step.feedback.state_changes:
-            if change.collection != collection or change.op == "deleted":
+        for op, changed, entity_id in step.changes:
+            if changed != collection or op == "deleted":
                 continue
-            if truncated or change.entity_id in matched:
+            if truncated or entity_id in matched:
                 return True
     return False
 
 
-def _ended_with_finish(steps: Sequence[Step]) -> bool:
-    return bool(steps) and isinstance(steps[-1].action, Finish)
-
-
-def _unmet(unmet: Sequence[CheckResult]) -> str:
+def _unmet(unmet: Sequence[CheckFacts]) -> str:
     if not unmet:
         return "no check unmet"
     first = unmet[0].description

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from agents.curator import curate as run_curator
+from agents.curator import curate_facts, render_for_judge
 from agents.llm import JsonLLM
 from contract import CurationRecord
+from curation.facts import facts_from_columns
 from curation.partitions import fingerprint_partitions
 from curation.routing import CuratorConfig
 from flows.settings import CurationSettings, catalog_path
@@ -82,13 +83,19 @@ def curate_partition(
     config: CuratorConfig,
     llm: JsonLLM | None = None,
 ) -> list[CurationRecord]:
-    """Load one partition (ids unverified: the catalog wrote them) and curate it, with
-    the cycle collector paused (the partition's objects live until it is done; the
-    collector walking them again and again tripled the curator's time)."""
-    with Catalog.open(path, read_only=True) as catalog:
-        trajectories = catalog.trajectories_by_ids(trajectory_ids, verify_ids=False)
+    """Curate one partition from the catalog's columns (``curation.facts``: no record is
+    rebuilt), with the cycle collector paused (the partition's objects live until it is
+    done; the collector walking them again and again tripled the curator's time). With
+    an LLM judge the records are loaded too (ids unverified: the catalog wrote them), to
+    show the judge the trajectories."""
     with gc_paused():
-        return run_curator(trajectories, round_id, config, llm)
+        with Catalog.open(path, read_only=True) as catalog:
+            facts = facts_from_columns(catalog.curation_columns(trajectory_ids))
+            prompts = {}
+            if llm is not None:
+                loaded = catalog.trajectories_by_ids(trajectory_ids, verify_ids=False)
+                prompts = {t.id: render_for_judge(t) for t in loaded}
+        return curate_facts(facts, round_id, config, llm, prompts)
 
 
 def worker_count(setting: int, partitions: int, *, judged: bool) -> int:

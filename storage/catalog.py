@@ -42,6 +42,7 @@ from contract import (
 )
 from storage import carry_over, dataset_diff, datasets, deployments, feedback, ingest, models
 from storage.bulk import gc_paused
+from storage.curation_columns import CurationColumns, curation_columns
 from storage.errors import CatalogError, UnknownIdError
 from storage.feedback import FeedbackSummary
 from storage.ingest import IngestReport
@@ -408,6 +409,17 @@ class Catalog:
             if missing is not None:
                 raise UnknownIdError("trajectory", missing, recent_ids(con, "trajectories"))
         return [found[i] for i in trajectory_ids]
+
+    def curation_columns(self, trajectory_ids: Sequence[str]) -> CurationColumns:
+        """What the curator reads of ``trajectory_ids``, as columns (no record rebuilt);
+        UnknownIdError names the first one the catalog does not hold."""
+        with self._connect() as con:
+            columns = curation_columns(con, trajectory_ids)
+            if columns.trajectories.num_rows < len(set(trajectory_ids)):
+                found = set(columns.trajectories.column("id").to_pylist())
+                missing = next(i for i in trajectory_ids if i not in found)
+                raise UnknownIdError("trajectory", missing, recent_ids(con, "trajectories"))
+        return columns
 
     def without_collateral_check(self, trajectory_ids: Sequence[str]) -> list[str]:
         """Those of ``trajectory_ids`` whose task has no ``no_collateral`` check (stored

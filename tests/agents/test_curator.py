@@ -12,7 +12,6 @@ from agents.curator import (
     CuratorState,
     Drop,
     ask_judge,
-    attribute,
     build_curator_graph,
     check_support,
     curate,
@@ -37,6 +36,7 @@ from contract import (
     Trajectory,
     VerifierSpec,
 )
+from curation.facts import TrajectoryFacts
 from curation.routing import CuratorConfig
 from envs.sandbox import MobileSandbox
 from tests.curation.builders import (
@@ -79,6 +79,10 @@ def judged(replies: list[Reply], trajectories: list[Trajectory]) -> list[Curatio
         return curate(trajectories, ROUND, CONFIG, llm)
 
 
+def facts(trajectories: list[Trajectory]) -> list[TrajectoryFacts]:
+    return [TrajectoryFacts.of(t) for t in trajectories]
+
+
 @pytest.fixture
 def server() -> Iterator[ScriptedChatServer]:
     with ScriptedChatServer() as running:
@@ -103,7 +107,7 @@ def test_normalize_sorts_tokenizes_and_drops_malformed_and_backend_errors(
     broken = with_outcome(failure, Outcome.BACKEND_ERROR)
     given = [broken, success, no_steps, failure, shuffled, empty_verifier, success]
 
-    state = normalize({"round_id": ROUND, "trajectories": given})
+    state = normalize({"round_id": ROUND, "trajectories": facts(given)})
 
     ids = [t.id for t in state["trajectories"]]
     assert ids == sorted({t.id for t in given})
@@ -112,7 +116,7 @@ def test_normalize_sorts_tokenizes_and_drops_malformed_and_backend_errors(
     assert "indices" in drops[shuffled.id].detail
     assert "empty verifier" in drops[empty_verifier.id].detail
     assert drops[broken.id].reason is DropReason.BACKEND_ERROR
-    assert set(state["tokens"]) == {success.id, failure.id}
+    assert set(ids) - set(drops) == {success.id, failure.id}
     assert malformation(success) is None
 
 
@@ -121,7 +125,7 @@ def test_deduplicate_drops_copies_and_near_copies(
 ) -> None:
     clean, redundant = redundant_pair(faulty_trajectories, sandbox)
     copy = with_round(clean, "round-2")
-    state = normalize({"round_id": ROUND, "trajectories": [clean, redundant, copy]})
+    state = normalize({"round_id": ROUND, "trajectories": facts([clean, redundant, copy])})
 
     drops = deduplicate(state, CONFIG)["drops"]
 
@@ -134,13 +138,12 @@ def test_deduplicate_drops_copies_and_near_copies(
     assert kept.id not in drops
 
 
-def test_support_attribute_and_score_fill_their_fields(
+def test_support_and_score_fill_their_fields(
     faulty_trajectories: list[Trajectory],
 ) -> None:
-    state = normalize({"round_id": ROUND, "trajectories": faulty_trajectories})
+    state = normalize({"round_id": ROUND, "trajectories": facts(faulty_trajectories)})
 
     supported = check_support(state)["support"]
-    attributions = attribute(state)["attributions"]
     quality = score(state)["quality"]
 
     for t in faulty_trajectories:
@@ -149,13 +152,12 @@ def test_support_attribute_and_score_fill_their_fields(
             assert ok
         else:
             assert detail.startswith("the failure agrees" if ok else "claimed completion")
-        assert attributions[t.id] == t.metadata.failure_attribution
         assert 0.0 <= quality[t.id] <= 1.0
 
 
 def test_support_node_sees_a_state_that_was_already_so(sandbox: MobileSandbox) -> None:
     stale = already_satisfied(sandbox)
-    state = normalize({"round_id": ROUND, "trajectories": [stale]})
+    state = normalize({"round_id": ROUND, "trajectories": facts([stale])})
     ok, detail = check_support(state)["support"][stale.id]
     assert not ok and "already so" in detail
 
@@ -165,7 +167,7 @@ def test_route_node_builds_one_record_per_trajectory(
 ) -> None:
     state: CuratorState = {
         "round_id": ROUND,
-        "trajectories": [failure, success],
+        "trajectories": facts([failure, success]),
         "drops": {failure.id: Drop(DropReason.NEAR_DUPLICATE, "near", duplicate_of="traj-x")},
         "support": {success.id: (True, "backed"), failure.id: (True, "agrees")},
         "quality": {success.id: 1.0, failure.id: 0.1},
@@ -185,12 +187,14 @@ def test_the_judge_node_asks_only_what_rules_leave_open(
     server: ScriptedChatServer, success: Trajectory, failure: Trajectory
 ) -> None:
     llm = OpenAIJsonLLM(make_client(server.base_url, None, timeout_s=5.0), "judge-model")
-    state = normalize({"round_id": ROUND, "trajectories": [success, failure]})
+    state = normalize({"round_id": ROUND, "trajectories": facts([success, failure])})
     state["support"] = check_support(state)["support"]
+    state["prompts"] = {t.id: render_for_judge(t) for t in (success, failure)}
 
     answers = judge(state, llm)["judge"]
 
     assert set(answers) == {success.id}
+    assert judge({**state, "prompts": {}}, llm)["judge"] == {}
     assert needs_judge(success, True) and not needs_judge(failure, True)
     (request,) = server.requests
     prompt = request["messages"][1]["content"]
@@ -206,13 +210,13 @@ def test_a_judge_that_answers_garbage_is_recorded_and_curation_goes_on(
     for reply in replies:
         with ScriptedChatServer([reply]) as server:
             llm = OpenAIJsonLLM(make_client(server.base_url, None, timeout_s=5.0), "judge")
-            answer = ask_judge(llm, success)
+            answer = ask_judge(llm, render_for_judge(success))
         assert isinstance(answer, dict) and "malformed completion" in str(answer["error"])
 
 
 def test_the_graph_has_the_judge_only_with_an_llm(server: ScriptedChatServer) -> None:
     plain = set(build_curator_graph(CONFIG).get_graph().nodes)
-    assert {"normalize", "deduplicate", "check_support", "attribute", "score", "route"} <= plain
+    assert {"normalize", "deduplicate", "check_support", "score", "route"} <= plain
     assert "judge" not in plain
     llm = OpenAIJsonLLM(make_client(server.base_url, None, timeout_s=5.0), "judge-model")
     assert "judge" in set(build_curator_graph(CONFIG, llm).get_graph().nodes)
@@ -227,6 +231,16 @@ def test_one_record_per_trajectory_in_id_order(
     assert [r.trajectory_id for r in records] == sorted(t.id for t in faulty_trajectories)
     assert all(r.round_id == ROUND for r in records)
     assert records == curate(list(reversed(faulty_trajectories)), ROUND, CONFIG)
+
+
+def test_a_record_carries_the_attribution_its_episode_stored(
+    faulty_trajectories: list[Trajectory], records: list[CurationRecord]
+) -> None:
+    by_id = {r.trajectory_id: r for r in records}
+    failures = [t for t in faulty_trajectories if t.metadata.outcome is Outcome.FAILURE]
+    assert failures and all(t.metadata.failure_attribution for t in failures)
+    for t in faulty_trajectories:
+        assert by_id[t.id].failure_attribution == t.metadata.failure_attribution
 
 
 def test_no_failed_fault_episode_is_auto_approved(
