@@ -37,6 +37,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TypeVar
 
+from bench.machine import cpu_seconds
 from bench.synthetic import DEFAULT_TRAJECTORIES, SyntheticRound, synthetic_round
 from curation.balance import default_target
 from flows.approval import automatic_approval
@@ -64,6 +65,8 @@ class Stage:
 
     name: str
     seconds: float
+    cpu_seconds: float
+    """CPU time of the process and its workers (process pools shut down in the stage)."""
     items: int
     unit: str
     peak_bytes: int
@@ -113,11 +116,11 @@ def run_stages(home: Path, out: Path) -> list[Stage]:
 
         def timed(name: str, unit: str, count: Callable[[T], int], fn: Callable[[], T]) -> T:
             peak.reset()
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), cpu_seconds()
             result = fn()
-            seconds = time.perf_counter() - started
+            seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
             peak.sample()
-            stages.append(Stage(name, seconds, count(result), unit, peak.value))
+            stages.append(Stage(name, seconds, cpu, count(result), unit, peak.value))
             return result
 
         settings = CurationSettings()
@@ -160,6 +163,7 @@ def report(data: SyntheticRound, stages: list[Stage]) -> str:
     """The figures as text."""
     pipeline = [s for s in stages if s.name != "export (parquet)"]
     total = sum(s.seconds for s in pipeline)
+    cpu = sum(s.cpu_seconds for s in pipeline)
     peak = max(s.peak_bytes for s in pipeline)
     lines = [
         f"curation benchmark: {data.trajectories:,} trajectories, {data.steps:,} steps, "
@@ -171,11 +175,11 @@ def report(data: SyntheticRound, stages: list[Stage]) -> str:
     for s in stages:
         rate = s.items / s.seconds if s.seconds > 0 else float("inf")
         lines.append(
-            f"  {s.name:18s}{s.seconds:9.2f} s {rate:12,.0f} {s.unit}/s   "
-            f"peak {s.peak_bytes / 2**30:5.2f} GB"
+            f"  {s.name:18s}{s.seconds:9.2f} s  CPU {s.cpu_seconds:7.2f} s "
+            f"{rate:12,.0f} {s.unit}/s   peak {s.peak_bytes / 2**30:5.2f} GB"
         )
     lines += [
-        f"  curate → export (hf): {total:.1f} s, peak {peak / 2**30:.2f} GB; "
+        f"  curate → export (hf): {total:.1f} s (CPU {cpu:.1f} s), peak {peak / 2**30:.2f} GB; "
         f"aim {AIM_S:.0f} s and {AIM_BYTES / 2**30:.0f} GB: "
         f"{total / AIM_S:.2f}x the time, {peak / AIM_BYTES:.2f}x the memory",
         f"  ({data.trajectories / total:,.0f} trajectories/s end to end; "

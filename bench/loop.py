@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -23,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
+from bench.machine import cpu_seconds
 from flows.settings import load_settings
 from training.settings import NANO, RlSettings, SftSettings
 
@@ -66,7 +66,7 @@ def run_loop_benchmark(
     ):
         settings = load_settings()
         api = resolve_prefect_api(server_home, settings.prefect.port)
-        cpu, started = _cpu_seconds(), time.perf_counter()
+        cpu, started = cpu_seconds(), time.perf_counter()
         try:
             with prefect_api(api):
                 result = cast("Callable[..., dict[str, Any]]", loop)(
@@ -78,7 +78,7 @@ def run_loop_benchmark(
                 )
         finally:
             ModelServer(Path(tmp), int(port), settings.serving).stop()
-        wall, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
+        wall, cpu = time.perf_counter() - started, cpu_seconds() - cpu
     return {
         "base": base,
         "rounds": rounds,
@@ -120,13 +120,6 @@ def _shown(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     return str(value)
-
-
-def _cpu_seconds() -> float:
-    """CPU seconds of this process and its waited-for children."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 @contextmanager

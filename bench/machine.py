@@ -1,15 +1,15 @@
-"""What the benchmarks share: the cores they may use, torch's threads, a work folder."""
+"""What the benchmarks share: the cores they may use, CPU time, torch's threads, a work
+folder."""
 
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import torch
 
 from contract import InvalidInputError
 
@@ -21,9 +21,20 @@ def cores() -> int:
     return os.cpu_count() or 1
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that were waited for (a worker
+    pool's once it has shut down)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 @contextmanager
 def torch_threads(wanted: int | None) -> Iterator[int]:
-    """torch's intra-op threads set to ``wanted`` (default: ``cores()``), then restored."""
+    """torch's intra-op threads set to ``wanted`` (default: ``cores()``), then restored
+    (torch imported here: the benchmarks without a model do not pay for it)."""
+    import torch
+
     before = torch.get_num_threads()
     threads = wanted if wanted is not None else cores()
     if threads < 1:

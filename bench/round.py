@@ -19,7 +19,6 @@ median of the per-pair ratios. Figures, never pass or fail.
 from __future__ import annotations
 
 import os
-import resource
 import statistics
 import tempfile
 import time
@@ -32,6 +31,7 @@ from typing import Any
 
 from agents import curator, task_constructor, trajectory_collector
 from agents.policies.base import Policy
+from bench.machine import cpu_seconds
 from contract import ReviewDecision, TaskSpec, Trajectory
 from curation.balance import balance_mix
 from curation.facts import TrajectoryFacts
@@ -127,10 +127,9 @@ def _measured(fn: Callable[[], Any], server_pid: int | None) -> tuple[Timing, An
 
 
 def _cpu_seconds(server_pid: int | None) -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-    return total + (session_cpu_seconds(server_pid) if server_pid is not None else 0.0)
+    """``cpu_seconds()``, and the Prefect server's session's when there is one."""
+    server = session_cpu_seconds(server_pid) if server_pid is not None else 0.0
+    return cpu_seconds() + server
 
 
 def session_cpu_seconds(session: int) -> float:

@@ -358,12 +358,18 @@ class Conversation:
     """A trajectory as the chat the policy had, with a training flag per message."""
 
     messages: list[Message]
-    tools: list[dict[str, Any]]
+    view: TaskView
     trained: list[bool]
     """Aligned with ``messages``: True for the assistant turns a model is trained on."""
     steps: list[int | None]
     """Aligned with ``messages``: the step each message belongs to; None for the system
     prompt, the goal, and an appended corrected answer."""
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The functions offered (``format_tools``), rendered when asked: the export
+        renders each function once per export instead."""
+        return format_tools(self.view)
 
 
 def trajectory_conversation(
@@ -419,7 +425,7 @@ def trajectory_conversation(
         out.answer_pending(previous)
         call = RawCall(f"call_{len(steps)}", "finish", json.dumps({"answer": correction}))
         out.add(Reply(None, None, "tool_calls", (call,), 0, 0).assistant_message(), True, None)
-    return Conversation(out.messages, format_tools(view), out.trained, out.steps)
+    return Conversation(out.messages, view, out.trained, out.steps)
 
 
 def template_messages(messages: Sequence[Message]) -> list[Message]:

@@ -33,9 +33,11 @@ def test_the_stages_run_in_order_on_every_trajectory_and_report_figures(tmp_path
         assert len(catalog.curations_of_round(ROUND)) == data.trajectories
         assert len(catalog.reviews_of_round(ROUND)) == counts["gate (automatic)"]
     assert counts["freeze"] == counts["export (hf)"] == counts["export (parquet)"] == dataset.size
-    assert all(s.peak_bytes > 0 and s.seconds > 0 for s in stages)
+    assert all(s.peak_bytes > 0 and s.seconds > 0 and s.cpu_seconds > 0 for s in stages)
     text = report(data, stages)
     assert "curate → export (hf)" in text and "400 trajectories" in text
+    cpu = sum(s.cpu_seconds for s in stages if s.name != "export (parquet)")
+    assert f"(CPU {cpu:.1f} s)" in text
 
 
 def test_tree_rss_counts_this_process_and_nothing_for_a_gone_one() -> None:
