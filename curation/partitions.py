@@ -13,8 +13,11 @@ from collections.abc import Iterable
 
 from contract import InvalidInputError
 
-DEFAULT_PARTITION_SIZE = 5_000
-"""Trajectories per partition: a few hundred megabytes of records in memory."""
+DEFAULT_PARTITION_SIZE = 20_000
+"""Trajectories per partition. Their facts (``curation.facts``) are light: 200,000
+trajectories in partitions of 20,000, two workers, peak at 2.0 GB for the whole process
+tree. Each partition's read scans the catalog's tables once, so fewer, larger
+partitions cost less: 20,000 took 23% less CPU than 5,000 (``flywheel bench curation``)."""
 
 
 def fingerprint_partitions(

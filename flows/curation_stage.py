@@ -26,6 +26,8 @@ from storage import Catalog
 from storage.bulk import gc_paused
 
 MAX_AUTO_WORKERS = 8
+PROMPT_BATCH = 2_000
+"""Records loaded at a time to render what an LLM judge is shown."""
 
 
 def curator_config(settings: CurationSettings) -> CuratorConfig:
@@ -86,15 +88,16 @@ def curate_partition(
     """Curate one partition from the catalog's columns (``curation.facts``: no record is
     rebuilt), with the cycle collector paused (the partition's objects live until it is
     done; the collector walking them again and again tripled the curator's time). With
-    an LLM judge the records are loaded too (ids unverified: the catalog wrote them), to
-    show the judge the trajectories."""
+    an LLM judge the records are loaded too, ``PROMPT_BATCH`` at a time (ids unverified:
+    the catalog wrote them), and only what the judge is shown of each is kept."""
     with gc_paused():
         with Catalog.open(path, read_only=True) as catalog:
             facts = facts_from_columns(catalog.curation_columns(trajectory_ids))
-            prompts = {}
-            if llm is not None:
-                loaded = catalog.trajectories_by_ids(trajectory_ids, verify_ids=False)
-                prompts = {t.id: render_for_judge(t) for t in loaded}
+            prompts: dict[str, str] = {}
+            for start in range(0, len(trajectory_ids) if llm is not None else 0, PROMPT_BATCH):
+                batch = trajectory_ids[start : start + PROMPT_BATCH]
+                loaded = catalog.trajectories_by_ids(batch, verify_ids=False)
+                prompts.update((t.id, render_for_judge(t)) for t in loaded)
         return curate_facts(facts, round_id, config, llm, prompts)
 
 

@@ -7,15 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from agents.curator import curate
+from agents.curator import curate, render_for_judge
+from agents.llm import OpenAIJsonLLM
+from agents.policies.openai_policy import make_client
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
 from contract import Trajectory
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
+from flows import curation_stage
 from flows.curation_stage import curate_round, curator_config, worker_count
 from flows.settings import CurationSettings, catalog_path
 from storage import Catalog
+from tests.fakes import ScriptedChatServer, text_reply
 from tests.storage.builders import write_shards
 
 ROUND = "round-c"
@@ -56,6 +60,29 @@ def test_partitions_in_workers_give_and_store_the_records_of_one_pass(
     assert records == whole
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         assert catalog.curations_of_round(ROUND) == whole
+
+
+def test_a_judge_is_shown_every_trajectory_it_is_asked_about(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records are rendered a few at a time for the judge: none is missed."""
+    monkeypatch.setattr(curation_stage, "PROMPT_BATCH", 7)
+    stored = {t.id: t for t in _stored(home)}
+    answer = text_reply('{"passed": true, "reason": "as asked"}')
+    settings = CurationSettings(partition_size=40)
+    with ScriptedChatServer([answer] * len(stored)) as server:
+        llm = OpenAIJsonLLM(make_client(server.base_url, None, timeout_s=5.0), "judge")
+        records = curate_round(home, ROUND, settings, llm)
+        shown = [request["messages"][1]["content"] for request in server.requests]
+    with ScriptedChatServer([answer] * len(stored)) as server:
+        llm = OpenAIJsonLLM(make_client(server.base_url, None, timeout_s=5.0), "judge")
+        in_memory = curate(list(stored.values()), ROUND, curator_config(settings), llm)
+
+    assert records == in_memory
+    judged = [r for r in records if r.judge is not None]
+    assert len(judged) > curation_stage.PROMPT_BATCH
+    assert all(r.judge == {"passed": True, "reason": "as asked"} for r in judged)
+    assert sorted(shown) == sorted(render_for_judge(stored[r.trajectory_id]) for r in judged)
 
 
 def test_one_worker_when_an_llm_judges_or_there_is_one_partition() -> None:
