@@ -46,6 +46,7 @@ def run_loop_benchmark(
     rounds: int = 3,
     tasks: int = 2000,
     *,
+    champion_tasks: int | None = 300,
     base: str = NANO,
     sft: Mapping[str, Any] | None = None,
     rl: Mapping[str, Any] | None = None,
@@ -72,6 +73,7 @@ def run_loop_benchmark(
                 result = cast("Callable[..., dict[str, Any]]", loop)(
                     rounds=rounds,
                     tasks=tasks,
+                    champion_tasks=champion_tasks,
                     base=base,
                     sft=sft_settings,
                     rl=rl_settings,
@@ -83,6 +85,7 @@ def run_loop_benchmark(
         "base": base,
         "rounds": rounds,
         "tasks": tasks,
+        "champion_tasks": champion_tasks,
         "minutes": round(wall / 60, 2),
         "cpu_minutes": round(cpu / 60, 2),
         "load_average": os.getloadavg()[0],

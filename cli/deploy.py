@@ -144,6 +144,7 @@ def run_loop_command(
     tasks: int | None,
     collect_with: str,
     teacher_share: float,
+    champion_tasks: int | None = None,
     assignments: list[str],
     as_json: bool,
 ) -> None:
@@ -169,6 +170,7 @@ def run_loop_command(
             tasks=tasks,
             collect_with=collect_with,
             teacher_share=teacher_share,
+            champion_tasks=champion_tasks,
             base=training.base,
             method=training.method,
             sft=training.sft,

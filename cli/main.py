@@ -338,6 +338,10 @@ def loop(
             min=0.0, max=1.0, help="share of a champion round's tasks the scripted teacher collects"
         ),
     ] = 0.5,
+    champion_tasks: Annotated[
+        int | None,
+        typer.Option(min=0, help="at most this many of a round's tasks collected by the champion"),
+    ] = None,
     assignments: Annotated[
         list[str] | None,
         typer.Option(
@@ -354,6 +358,7 @@ def loop(
         tasks=tasks,
         collect_with=collect_with,
         teacher_share=teacher_share,
+        champion_tasks=champion_tasks,
         assignments=assignments or [],
         as_json=as_json,
     )
@@ -381,6 +386,9 @@ def bench_sandbox(
 def bench_loop(
     rounds: Annotated[int, typer.Option(min=1, max=20, help="turns of the loop")] = 3,
     tasks: Annotated[int, typer.Option(min=10, help="tasks per round")] = 2000,
+    champion_tasks: Annotated[
+        int, typer.Option(min=0, help="at most this many of a round's tasks by the champion")
+    ] = 300,
     base: Annotated[str, typer.Option(help="nano (default) or tiny")] = "nano",
     assignments: Annotated[
         list[str] | None,
@@ -400,7 +408,12 @@ def bench_loop(
     if unknown:
         raise InvalidInputError("--set", f"{unknown[0]}: the benchmark sets sft.* and rl.*")
     figures = run_loop_benchmark(
-        rounds, tasks, base=base, sft=values.get("sft"), rl=values.get("rl")
+        rounds,
+        tasks,
+        champion_tasks=champion_tasks,
+        base=base,
+        sft=values.get("sft"),
+        rl=values.get("rl"),
     )
     typer.echo(loop_json(figures) if as_json else loop_table(figures))
 

@@ -6,7 +6,9 @@ Each turn runs the three flows as subflows:
    deployment's evaluations) and collects with the served champion once there is one
    (``collect_with = champion``; the first turn, with no champion yet, uses the settings'
    policy). Its trajectories are the deployment's traces; ``teacher_share`` of its tasks
-   go to the scripted teacher, so a weak champion still leaves something to learn from;
+   go to the scripted teacher, so a weak champion still leaves something to learn from,
+   and with ``champion_tasks`` the champion collects at most that many (a weak
+   champion's episodes use their whole step budget: minutes of a turn);
 2. ``trainer`` trains on the dataset version the round froze, continuing from the
    champion's weights when there is one (``from_champion``), else from ``base``;
 3. ``deployment`` evaluates that model against the champion and promotes it if the gate
@@ -41,7 +43,7 @@ from contract import (
     TrainingMethod,
 )
 from flows.deployment import deployment
-from flows.round import flywheel_round
+from flows.round import flywheel_round, teacher_share_for
 from flows.servers.model import ModelServer
 from flows.settings import FlywheelSettings, catalog_path, load_settings
 from storage import Catalog
@@ -87,6 +89,7 @@ def loop(
     tasks: Annotated[int, Field(ge=1)] | None = None,
     collect_with: Literal["champion", "settings"] = "champion",
     teacher_share: Annotated[float, Field(ge=0, le=1)] = 0.5,
+    champion_tasks: Annotated[int, Field(ge=0)] | None = None,
     from_champion: bool = True,
     base: str = TINY,
     method: TrainingMethod = TrainingMethod.SFT_RL,
@@ -96,18 +99,21 @@ def loop(
     seed: Annotated[int, Field(ge=0)] = 0,
 ) -> dict[str, Any]:
     """``rounds`` turns of round → train → deploy (module docstring). ``tasks`` per
-    round and the round's policy come from settings when unset."""
+    round and the round's policy come from settings when unset; ``champion_tasks``, when
+    set, is the most of a round's tasks the champion collects (``teacher_share_for``)."""
     settings = load_settings()
     log = get_run_logger()
     turns: list[Turn] = []
     for number in range(1, rounds + 1):
         started, cpu = time.perf_counter(), time.process_time()
         policy = _collector(settings, collect_with)
+        planned = tasks if tasks is not None else settings.round.tasks
+        share = teacher_share_for(teacher_share, champion_tasks, planned)
         summary = flywheel_round(
             tasks=tasks,
             seed=seed + number - 1,
             policy=policy,
-            teacher_share=teacher_share if policy == "champion" else None,
+            teacher_share=share if policy == "champion" else None,
         )
         dataset_id = summary["dataset_version"]
         turn = Turn(

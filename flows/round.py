@@ -110,6 +110,17 @@ class RoundConfig(BaseModel):
         }
 
 
+def teacher_share_for(share: float, champion_tasks: int | None, tasks: int) -> float:
+    """``share``, raised where needed so that the champion collects at most
+    ``champion_tasks`` of a round's ``tasks`` (the teacher takes the rest: a weak
+    champion's episodes run to the end of their step budget, and cost a turn minutes)."""
+    if champion_tasks is None or tasks < 1:
+        return share
+    wanted = (tasks - min(champion_tasks, tasks)) / tasks
+    # a hair above: ``teacher_tasks`` floors ``tasks * share``, which rounding may put below
+    return min(1.0, wanted + 1e-9) if wanted > share else share
+
+
 def resolve_config(
     settings: FlywheelSettings,
     *,

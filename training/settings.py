@@ -79,6 +79,13 @@ class SftSettings(Hyperparameters):
     epochs: float | None = Field(
         default=None, gt=0, le=1000, description="passes over the rows; set: max_steps is unused"
     )
+    step_cap: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="with epochs: at most this many optimizer steps, however many rows "
+        "there are (a turn of the loop keeps its length as versions grow); unset: no cap",
+    )
     warmup: float = Field(
         default=0.0,
         ge=0.0,
@@ -197,6 +204,7 @@ BASE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     NANO: {
         "sft": {
             "epochs": 4.0,
+            "step_cap": 600,
             "learning_rate": 3e-3,
             "batch_size": 8,
             "warmup": 0.05,

@@ -326,11 +326,14 @@ class SupervisedPositionsTrainer(SFTTrainer):
         return loss
 
 
-def sft_config(settings: SftSettings, out_dir: Path, passes: int = 1) -> SFTConfig:
-    """TRL's configuration for ``settings`` over a dataset that holds ``passes`` passes
-    over the rows (``swap_passes``): the rows come tokenized (no packing), batches are
-    drawn at random, nothing is saved or reported, the CPU is used when there is no GPU
-    (in float32: bfloat16 only on a GPU that has it).
+def sft_config(
+    settings: SftSettings, out_dir: Path, passes: int = 1, rows: int | None = None
+) -> SFTConfig:
+    """TRL's configuration for ``settings`` over a dataset of ``rows`` rows that holds
+    ``passes`` passes over the version's rows (``swap_passes``), for as many steps as
+    ``step_count`` says: the rows come tokenized (no packing), batches are drawn at
+    random, nothing is saved or reported, the CPU is used when there is no GPU (in
+    float32: bfloat16 only on a GPU that has it).
 
     Batches are random rather than grouped by length: rows of one template have similar
     lengths, so grouped batches each hold one template, and a small model chases the
@@ -339,7 +342,7 @@ def sft_config(settings: SftSettings, out_dir: Path, passes: int = 1) -> SFTConf
     cuda = torch.cuda.is_available()
     return SFTConfig(
         output_dir=str(out_dir),
-        max_steps=-1 if settings.epochs is not None else settings.max_steps,
+        max_steps=step_count(settings, rows, passes) or -1,
         num_train_epochs=settings.epochs / passes if settings.epochs is not None else 1.0,
         learning_rate=settings.learning_rate,
         warmup_steps=settings.warmup,
@@ -393,7 +396,7 @@ def run_sft(
     with quiet_datasets():
         trainer = SupervisedPositionsTrainer(
             model=base.model,
-            args=sft_config(settings, out_dir, passes),
+            args=sft_config(settings, out_dir, passes, len(tokenized.input_ids)),
             train_dataset=tokenized.dataset(),
             processing_class=base.tokenizer,
             callbacks=[recorder],
@@ -414,6 +417,20 @@ def run_sft(
         tokens_per_second=recorder.tokens / seconds if seconds > 0 else 0.0,
         epochs=round(float(trainer.state.epoch or 0.0) * passes, 3),
     )
+
+
+def step_count(settings: SftSettings, rows: int | None, passes: int = 1) -> int | None:
+    """The optimizer steps a run makes, when they are fixed before it starts:
+    ``max_steps`` without epochs; with epochs, ``step_cap`` when the epochs would take
+    more over a dataset of ``rows`` rows (``passes`` passes over the version's rows, each
+    an epoch); else None (the trainer counts the epochs' steps itself)."""
+    if settings.epochs is None:
+        return settings.max_steps
+    if settings.step_cap is None or rows is None:
+        return None
+    per_epoch = math.ceil(rows / settings.batch_size)
+    wanted = math.ceil(settings.epochs / passes * per_epoch)
+    return settings.step_cap if wanted > settings.step_cap else None
 
 
 def swap_passes(settings: SftSettings, rows: int) -> int:

@@ -39,6 +39,8 @@ def test_two_turns_close_the_loop(prefect_api_url: str, tmp_path: Path) -> None:
             "2",
             "--tasks",
             "10",
+            "--champion-tasks",
+            "3",
             *TINY_TRAINING,
             **settings,
         )
@@ -51,7 +53,8 @@ def test_two_turns_close_the_loop(prefect_api_url: str, tmp_path: Path) -> None:
     assert first["dataset_size"] > 0 and first["decision"] == DeploymentDecision.PROMOTED
     assert first["champion_id"] == first["model_id"] and first["overall"] is not None
     # Turn 2: the served champion collected the round through the model server, and the
-    # scripted teacher half of its tasks (--teacher-share 0.5, the default).
+    # scripted teacher the rest: half (--teacher-share 0.5, the default) and more, as the
+    # champion collects at most 3 of a round's tasks (--champion-tasks).
     assert second["collected_by"] == f"{first['model_id']}, scripted"
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
         collected = catalog.trajectories_of_round(second["round_id"])
@@ -61,6 +64,7 @@ def test_two_turns_close_the_loop(prefect_api_url: str, tmp_path: Path) -> None:
         (deployed, promoted) = catalog.deployments()
     by_policy = Counter(t.metadata.policy.name for t in collected)
     assert by_policy["openai"] > 0 and by_policy["scripted"] > 0
+    assert len({t.task.id for t in collected if t.metadata.policy.name == "openai"}) == 3
     assert by_policy.total() == second["trajectories"]
     assert all(
         t.metadata.policy.model == first["model_id"]

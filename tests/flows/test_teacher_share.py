@@ -7,7 +7,7 @@ import pytest
 from contract import content_hash
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
-from flows.round import RoundConfig, resolve_config
+from flows.round import RoundConfig, resolve_config, teacher_share_for
 from flows.settings import FlywheelSettings, PolicyName
 
 
@@ -35,3 +35,24 @@ def test_a_round_without_a_teacher_keeps_the_id_it_had_before_the_share_existed(
     earlier = config.model_dump(mode="json", exclude=later_fields)
     assert config.round_id() == "round-" + content_hash(earlier, 12)
     assert _config("openai", 0.5).round_id() != _config("openai", 0.0).round_id()
+
+
+@pytest.mark.parametrize("tasks", [1, 7, 10, 300, 2000, 2001, 4999])
+def test_the_champion_collects_at_most_its_cap_and_the_share_is_kept_above_it(
+    tasks: int,
+) -> None:
+    for cap in sorted({0, 1, 3, tasks // 3, tasks // 2, tasks - 1, tasks, tasks + 5}):
+        share = teacher_share_for(0.5, cap, tasks)
+        config = RoundConfig.model_construct(policy="openai", teacher_share=share)
+        ids = [f"task-{i:05d}" for i in range(tasks)]
+        teacher = len(config.teacher_tasks([_Task(i) for i in ids]))  # type: ignore[list-item]
+        assert tasks - teacher == min(cap, tasks - int(tasks * 0.5)), (cap, share)
+    assert teacher_share_for(0.5, None, tasks) == 0.5
+    assert teacher_share_for(0.9, tasks, tasks) == 0.9, "a cap never lowers the share"
+
+
+class _Task:
+    """What ``teacher_tasks`` reads of a task: its id."""
+
+    def __init__(self, task_id: str) -> None:
+        self.id = task_id

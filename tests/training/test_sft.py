@@ -38,6 +38,7 @@ from training.sft import (
     SupervisedPositionsTrainer,
     run_sft,
     sft_config,
+    step_count,
     swap_passes,
     tokenize_conversation,
     tokenize_rows,
@@ -335,6 +336,21 @@ def test_epochs_replace_the_step_count(
     result = run_sft(base, _dataset(rows), settings, tmp_path)
     assert result.steps == 4  # 7 rows in batches of 4, twice
     assert [p["step"] for p in result.curve] == [2, 4]
+
+
+def test_a_step_cap_bounds_the_epochs_and_never_adds_steps(
+    base: BaseModel, rows: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    capped = SftSettings(epochs=3, batch_size=4, step_cap=4)
+    result = run_sft(base, _dataset(rows), capped, tmp_path / "capped")
+    assert result.steps == 4  # 3 epochs of 7 rows in batches of 4 would be 6
+    assert result.epochs < 3
+    roomy = SftSettings(epochs=2, batch_size=4, step_cap=100)
+    assert run_sft(base, _dataset(rows), roomy, tmp_path / "roomy").steps == 4
+    assert step_count(capped, 7) == 4 and step_count(roomy, 7) is None
+    assert step_count(SftSettings(max_steps=9, step_cap=2), 7) == 9, "the cap is for epochs"
+    swapped = SftSettings(epochs=4, batch_size=4, step_cap=6, swap_share=0.5)
+    assert step_count(swapped, 4 * 7, passes=4) == 6  # one epoch of 4 passes of 7 rows: 7
 
 
 def test_swapping_trains_one_freshly_swapped_pass_per_epoch(
