@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
-from contract import content_hash
+from contract import TaskSpec, content_hash
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
 from flows.round import RoundConfig, resolve_config, teacher_share_for
@@ -43,9 +45,8 @@ def test_the_champion_collects_at_most_its_cap_and_the_share_is_kept_above_it(
 ) -> None:
     for cap in sorted({0, 1, 3, tasks // 3, tasks // 2, tasks - 1, tasks, tasks + 5}):
         share = teacher_share_for(0.5, cap, tasks)
-        config = RoundConfig.model_construct(policy="openai", teacher_share=share)
-        ids = [f"task-{i:05d}" for i in range(tasks)]
-        teacher = len(config.teacher_tasks([_Task(i) for i in ids]))  # type: ignore[list-item]
+        stand_ins = [_Task(f"task-{i:05d}") for i in range(tasks)]
+        teacher = len(_config("openai", share).teacher_tasks(cast("list[TaskSpec]", stand_ins)))
         assert tasks - teacher == min(cap, tasks - int(tasks * 0.5)), (cap, share)
     assert teacher_share_for(0.5, None, tasks) == 0.5
     assert teacher_share_for(0.9, tasks, tasks) == 0.9, "a cap never lowers the share"
