@@ -31,7 +31,7 @@ from pathlib import Path
 
 from agents.policies.scripted import ScriptedPolicy
 from agents.runner import run_episode
-from bench.machine import cores
+from bench.machine import cores, cpu_seconds, session_cpu_seconds
 from contract import Capability, GuiAction, Locator, ReadScreen, Screenshot, Tap, TaskSpec
 from envs.appium.backend import ShardDevices, needs_gui
 from envs.appium.device import DeviceSession, connect
@@ -58,6 +58,8 @@ class DeviceBenchmark:
     device_eps: float
     pool_eps: float
     successes: int
+    device_cpu_s: tuple[float, float] = (0.0, 0.0)
+    """CPU seconds over the one-device episodes: this process's, the Appium server's."""
 
 
 def gui_tasks(n: int, seed: int) -> list[TaskSpec]:
@@ -83,6 +85,12 @@ def _episodes_per_s(tasks: Sequence[TaskSpec], backend: Callable[[], Backend]) -
     done = [run_episode(t, backend(), ScriptedPolicy()) for t in tasks]
     elapsed = time.perf_counter() - start
     return len(tasks) / elapsed, sum(t.verdict.passed for t in done)
+
+
+def _cpu(appium: int | None) -> tuple[float, float]:
+    """CPU seconds so far of this process (and its waited-for children) and of the
+    Appium server's session."""
+    return cpu_seconds(), session_cpu_seconds(appium) if appium is not None else 0.0
 
 
 def measure_devices(*, episodes: int = 12, calls: int = 20, seed: int = 0) -> DeviceBenchmark:
@@ -115,8 +123,12 @@ def measure_devices(*, episodes: int = 12, calls: int = 20, seed: int = 0) -> De
             sandbox_eps, _ = _episodes_per_s(tasks, lambda: sandbox)
             specs = [DeviceSpec(f"fake-{i}", url, profile) for i in range(2)]
             one = DevicePool(specs[:1], store=store.put)
+            appium = server.status().pid
+            own, node = _cpu(appium)
             with ShardDevices(one) as shard:
                 device_eps, successes = _episodes_per_s(tasks, lambda: shard.backend(0))
+            own_after, node_after = _cpu(appium)
+            device_cpu = (own_after - own, node_after - node)
             two = DevicePool(specs, store=store.put)
             halves = [tasks[0::2], tasks[1::2]]
 
@@ -142,6 +154,7 @@ def measure_devices(*, episodes: int = 12, calls: int = 20, seed: int = 0) -> De
         device_eps=device_eps,
         pool_eps=pool_eps,
         successes=successes,
+        device_cpu_s=device_cpu,
     )
 
 
@@ -159,6 +172,9 @@ def report(b: DeviceBenchmark) -> str:
         f"{b.successes}/{b.episodes} verified)",
         f"  2-device pool episodes/s {b.pool_eps:8.2f}  "
         f"({b.pool_eps / b.device_eps:.2f}x one device)",
+        f"  one device's episodes: CPU {sum(b.device_cpu_s):.2f} s (this process "
+        f"{b.device_cpu_s[0]:.2f} s, Appium {b.device_cpu_s[1]:.2f} s) in "
+        f"{b.episodes / b.device_eps:.2f} s wall",
     ]
     return "\n".join(lines)
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from agents import curator, task_constructor, trajectory_collector
 from agents.policies.base import Policy
-from bench.machine import cpu_seconds
+from bench.machine import cpu_seconds, session_cpu_seconds
 from contract import ReviewDecision, TaskSpec, Trajectory
 from curation.balance import balance_mix
 from curation.facts import TrajectoryFacts
@@ -130,24 +130,6 @@ def _cpu_seconds(server_pid: int | None) -> float:
     """``cpu_seconds()``, and the Prefect server's session's when there is one."""
     server = session_cpu_seconds(server_pid) if server_pid is not None else 0.0
     return cpu_seconds() + server
-
-
-def session_cpu_seconds(session: int) -> float:
-    """CPU seconds of every live process in ``session`` (with their waited-for children),
-    from ``/proc`` (Linux); 0.0 where ``/proc`` is missing."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:  # gone meanwhile
-            continue
-        # after the command: state ppid pgrp session ... utime(12) stime(13) cutime cstime
-        if int(fields[3]) == session:
-            total += sum(int(v) for v in fields[11:15])
-    return total / ticks
 
 
 @contextmanager

@@ -3,6 +3,7 @@ bare Python function making the same state change. Single process, so one core."
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -32,23 +33,24 @@ def run_benchmark(episodes: int = 2000, seed: int = 0) -> str:
 
     # Tool calls inside episodes' plans: reset excluded, every action of every plan timed.
     calls = 0
-    call_seconds = 0.0
+    call_seconds = call_cpu = 0.0
     reset_seconds = 0.0
     for task in tasks:
         start = time.perf_counter()
         sandbox.reset(task)
         reset_seconds += time.perf_counter() - start
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for action in task.reference_plan:
             sandbox.execute(action)
         call_seconds += time.perf_counter() - start
+        call_cpu += time.process_time() - cpu
         calls += len(task.reference_plan)
 
     # Whole episodes: reset, scripted policy with faults, verification, trajectory record.
     policy = ScriptedPolicy(FaultConfig(rate=0.3))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     trajectories = [run_episode(task, sandbox, policy) for task in tasks]
-    episode_seconds = time.perf_counter() - start
+    episode_seconds, episode_cpu = time.perf_counter() - start, time.process_time() - cpu
     episode_calls = sum(t.cost.tool_calls for t in trajectories)
 
     # One write tool call against a bare function doing the same state change.
@@ -69,13 +71,15 @@ def run_benchmark(episodes: int = 2000, seed: int = 0) -> str:
     calls_per_s = _per_second(calls, call_seconds)
 
     lines = [
-        f"sandbox benchmark: {episodes} tasks (seed {seed}), one process",
+        f"sandbox benchmark: {episodes} tasks (seed {seed}), one process; "
+        f"load average {os.getloadavg()[0]:.1f}",
         f"  tool calls in plans        {calls_per_s:12,.0f} calls/s  "
-        f"(target {TARGET_CALLS_PER_S:,}: {calls_per_s / TARGET_CALLS_PER_S:.1f}x)",
+        f"(target {TARGET_CALLS_PER_S:,}: {calls_per_s / TARGET_CALLS_PER_S:.1f}x; "
+        f"{call_seconds:.2f} s wall, {call_cpu:.2f} s CPU)",
         f"  reset from seed            {_per_second(len(tasks), reset_seconds):12,.0f} resets/s",
         f"  full episodes              {_per_second(len(tasks), episode_seconds):12,.0f} episodes/s"
         f"  ({_per_second(episode_calls, episode_seconds):,.0f} tool calls/s incl. reset, "
-        "policy, verification, records)",
+        f"policy, verification, records; {episode_seconds:.2f} s wall, {episode_cpu:.2f} s CPU)",
         f"  one send_message call      {tool_s * 1e6:12.2f} us",
         f"  bare function, same change {bare_s * 1e6:12.2f} us",
         f"  ratio tool call / bare     {tool_s / bare_s:12.1f}x",

@@ -57,7 +57,7 @@ from agents.policies.base import TaskView
 from agents.policies.chat_format import Message, format_tools, opening_messages
 from agents.policies.openai_policy import OpenAIPolicy, make_client
 from agents.runner import run_episode
-from bench.machine import cores, torch_threads, work_folder
+from bench.machine import cores, cpu_seconds, process_cpu_seconds, torch_threads, work_folder
 from contract import InvalidInputError, Outcome, TaskSpec
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
@@ -165,6 +165,9 @@ class ServingBenchmark:
     episodes: Episodes
     swap_seconds: tuple[float, float]
     """Loading the second folder, then the first again."""
+    server_cpu_seconds: tuple[float, float] = (0.0, 0.0)
+    """The server process's CPU time over the completions, and over the episodes."""
+    in_process_cpu_seconds: float = 0.0
 
     @property
     def ratios(self) -> dict[str, float]:
@@ -231,15 +234,20 @@ def measure_serving(
         setup_seconds = time.perf_counter() - started
 
         with served(folders[0], work / "server.log", used, max_new_tokens, threads) as server:
-            base_url, startup_seconds = server
+            base_url, startup_seconds, pid = server
+            cpu = process_cpu_seconds(pid)
             completions = measure_completions(base_url, messages, tools, requests, max_new_tokens)
+            completions_cpu, cpu = process_cpu_seconds(pid) - cpu, process_cpu_seconds(pid)
             episode_figures = measure_episodes(base_url, sandbox, episodes, seed)
+            episodes_cpu = process_cpu_seconds(pid) - cpu
             swaps = (
                 swap(base_url, folders[1], *MODELS[1]),
                 swap(base_url, folders[0], *MODELS[0]),
             )
         base = _served_in_process(folders[0])
+        cpu = cpu_seconds()
         in_process = measure_in_process(base, messages, tools, requests, max_new_tokens)
+        in_process_cpu = cpu_seconds() - cpu
     return ServingBenchmark(
         threads=used,
         cores=cores(),
@@ -255,6 +263,8 @@ def measure_serving(
         in_process=in_process,
         episodes=episode_figures,
         swap_seconds=swaps,
+        server_cpu_seconds=(completions_cpu, episodes_cpu),
+        in_process_cpu_seconds=in_process_cpu,
     )
 
 
@@ -302,9 +312,10 @@ def model_folders(root: Path, sandbox: MobileSandbox, seed: int) -> tuple[Path, 
 @contextmanager
 def served(
     folder: Path, log: Path, threads: int, max_new_tokens: int, omp_threads: int | None
-) -> Iterator[tuple[str, float]]:
-    """``python -m serving`` on ``folder`` (as ``MODELS[0]``) on a free port: its base URL
-    and the seconds until ``/health`` answered. Terminated (killed if it lingers) after."""
+) -> Iterator[tuple[str, float, int]]:
+    """``python -m serving`` on ``folder`` (as ``MODELS[0]``) on a free port: its base URL,
+    the seconds until ``/health`` answered, and its process id. Terminated (killed if it
+    lingers) after."""
     port = free_port()
     model_id, name = MODELS[0]
     argv = serve_command(
@@ -322,7 +333,7 @@ def served(
         )
     try:
         startup = _wait_healthy(process, base_url, log, started)
-        yield base_url, startup
+        yield base_url, startup, process.pid
     finally:
         process.terminate()
         try:
@@ -487,10 +498,12 @@ def report(bench: ServingBenchmark) -> str:
         ("completions", "prompt tokens per request", f"{c.prompt_tokens:,}", "tokens"),
         ("completions", "output tokens", f"{c.output_tokens:,}", f"in {c.seconds:.2f} s"),
         ("completions", "output tokens", f"{c.tokens_per_second:,.0f}", "tokens/s"),
+        ("completions", "server CPU time", f"{bench.server_cpu_seconds[0]:.2f}", "s"),
         ("in-process", "generations (worker thread)", f"{p.generations}", "generations"),
         ("in-process", "time per generation", f"{p.mean_ms:.1f}", "ms"),
         ("in-process", "output tokens", f"{p.output_tokens:,}", f"in {p.seconds:.2f} s"),
         ("in-process", "output tokens", f"{p.tokens_per_second:,.0f}", "tokens/s"),
+        ("in-process", "CPU time", f"{bench.in_process_cpu_seconds:.2f}", "s"),
         (
             "overhead",
             "server latency - in-process time",
@@ -500,6 +513,7 @@ def report(bench: ServingBenchmark) -> str:
         ("episodes", f"episodes (max_steps {EPISODE_STEPS})", f"{e.episodes}", "episodes"),
         ("episodes", "throughput", f"{e.episodes_per_second:.2f}", "episodes/s"),
         ("episodes", "steps", f"{e.steps_per_second:.2f}", f"steps/s ({e.steps} steps)"),
+        ("episodes", "server CPU time", f"{bench.server_cpu_seconds[1]:.2f}", "s"),
         ("swap", "seconds per swap", f"{(to_b + back) / 2:.2f}", "s (load + probe)"),
         ("swap", "to the second folder, back", f"{to_b:.2f}, {back:.2f}", "s"),
     ]

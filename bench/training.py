@@ -37,7 +37,7 @@ from transformers import PreTrainedModel, Qwen2ForCausalLM
 
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
-from bench.machine import cores, torch_threads, work_folder
+from bench.machine import cores, cpu_seconds, torch_threads, work_folder
 from contract import (
     ApprovalDecision,
     DatasetApproval,
@@ -98,6 +98,8 @@ class SftFigures:
     batch_size: int
     tokens_seen: int
     seconds: float
+    cpu_seconds: float
+    """CPU time of the process (torch's threads included) over the run."""
     tokens_per_second: float
     supervised_tokens_per_second: float
     first_loss: float
@@ -125,6 +127,7 @@ class RlFigures:
     max_new_tokens: int
     rollouts: int
     seconds: float
+    cpu_seconds: float
     rollouts_per_second: float
     mean_output_tokens: float
     """Generated tokens per rollout, over all updates."""
@@ -365,26 +368,33 @@ def measure(
 ) -> ModelRun:
     """SFT, then one generated episode, then RL, on ``base.model`` (trained in place)."""
     parameters = sum(p.numel() for p in base.model.parameters())
+    cpu = cpu_seconds()
     sft_result = run_sft(base, data.sft, sft, out / "sft")
+    sft_cpu = cpu_seconds() - cpu
     generation = measure_generation(base, data.rl_tasks[0], rl, seed)
+    cpu = cpu_seconds()
     rl_result = run_rl(base, data.rl_tasks, rl, out / "rl")
     _synchronize()
+    rl_cpu = cpu_seconds() - cpu
     return ModelRun(
         model=base.name,
         parameters=parameters,
-        sft=sft_figures(sft_result, sft, dataset),
+        sft=sft_figures(sft_result, sft, dataset, sft_cpu),
         generation=generation,
-        rl=rl_figures(rl_result, rl),
+        rl=rl_figures(rl_result, rl, rl_cpu),
     )
 
 
-def sft_figures(result: SftResult, settings: SftSettings, dataset: DatasetFigures) -> SftFigures:
+def sft_figures(
+    result: SftResult, settings: SftSettings, dataset: DatasetFigures, cpu: float
+) -> SftFigures:
     losses = [point["loss"] for point in result.curve]
     return SftFigures(
         steps=result.steps,
         batch_size=settings.batch_size,
         tokens_seen=result.tokens_seen,
         seconds=result.seconds,
+        cpu_seconds=cpu,
         tokens_per_second=result.tokens_per_second,
         supervised_tokens_per_second=result.tokens_per_second * dataset.supervised_share,
         first_loss=losses[0] if losses else math.nan,
@@ -392,7 +402,7 @@ def sft_figures(result: SftResult, settings: SftSettings, dataset: DatasetFigure
     )
 
 
-def rl_figures(result: RlResult, settings: RlSettings) -> RlFigures:
+def rl_figures(result: RlResult, settings: RlSettings, cpu: float) -> RlFigures:
     rollouts = sum(u.rollouts for u in result.curve)
     tokens = sum(u.mean_output_tokens * u.rollouts for u in result.curve)
     return RlFigures(
@@ -403,6 +413,7 @@ def rl_figures(result: RlResult, settings: RlSettings) -> RlFigures:
         max_new_tokens=settings.max_new_tokens,
         rollouts=result.trajectories,
         seconds=result.seconds,
+        cpu_seconds=cpu,
         rollouts_per_second=result.rollouts_per_second,
         mean_output_tokens=tokens / rollouts if rollouts else 0.0,
         rollout_tokens_per_second=tokens / result.seconds if result.seconds > 0 else 0.0,
@@ -482,6 +493,7 @@ def report(bench: TrainingBenchmark) -> str:
                 "tokens/s",
             ),
             ("  SFT", f"{s.steps} steps x {s.batch_size} rows", f"{s.seconds:.2f}", "s"),
+            ("  SFT", "CPU time (torch's threads)", f"{s.cpu_seconds:.2f}", "s"),
             ("  SFT", "tokens seen", f"{s.tokens_seen:,}", "tokens"),
             ("  SFT", "loss first -> last", f"{s.first_loss:.3f} -> {s.last_loss:.3f}", ""),
             ("  generation", "episode", f"{g.tokens_per_second:,.0f}", "tokens/s"),
@@ -506,6 +518,7 @@ def report(bench: TrainingBenchmark) -> str:
                 f"{r.seconds:.2f}",
                 f"s ({r.rollouts} rollouts)",
             ),
+            ("  RL", "CPU time (torch's threads)", f"{r.cpu_seconds:.2f}", "s"),
         ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     header = ("stage", "figure", "value", "unit")

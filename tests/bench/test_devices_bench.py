@@ -17,6 +17,8 @@ def test_the_benchmark_runs_gui_episodes_on_devices_and_in_the_sandbox() -> None
     figures = (bench.session_ms, bench.read_screen_ms, bench.screenshot_ms, bench.tap_ms)
     assert all(f > 0 for f in figures)
     assert bench.sandbox_eps > 0 and bench.device_eps > 0 and bench.pool_eps > 0
+    own, appium = bench.device_cpu_s
+    assert own > 0 and appium > 0  # the episodes drive the node server too
     text = report(bench)
     assert "4 GUI episodes" in text and "4/4 verified" in text
     assert f"{bench.sandbox_eps / bench.device_eps:.0f}x slower" in text

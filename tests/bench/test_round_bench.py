@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from bench.round import session_cpu_seconds
+from bench.machine import session_cpu_seconds
 
 BURN = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
 

@@ -59,6 +59,9 @@ def test_the_report_carries_consistent_figures(tmp_path: Path) -> None:
     # the same folder, prompt and greedy decoding on one thread: the same tokens
     assert number(text, "in-process", "output tokens", "in") == served_tokens
     assert number(text, "in-process", "output tokens", "tokens/s") > 0
+    assert number(text, "completions", "server CPU time", "s") > 0
+    assert number(text, "episodes", "server CPU time", "s") > 0
+    assert number(text, "in-process", "CPU time", "s") > 0
 
     assert number(text, "episodes", "episodes (max_steps 4)", "episodes") == 1
     assert number(text, "episodes", "throughput", "episodes/s") > 0

@@ -44,7 +44,7 @@ def test_the_figures_are_positive_and_consistent(bench: TrainingBenchmark) -> No
     assert run.model == "tiny" and run.parameters > 0
     s, g, r = run.sft, run.generation, run.rl
     assert s.steps == 2 and s.batch_size == 1
-    assert s.tokens_seen > 0 and s.seconds > 0
+    assert s.tokens_seen > 0 and s.seconds > 0 and s.cpu_seconds > 0
     assert s.tokens_per_second == pytest.approx(s.tokens_seen / s.seconds)
     assert 0 < s.supervised_tokens_per_second < s.tokens_per_second
     assert s.first_loss > 0 and s.last_loss > 0
@@ -56,6 +56,7 @@ def test_the_figures_are_positive_and_consistent(bench: TrainingBenchmark) -> No
 
     assert r.rollouts == r.updates * r.group_size * r.tasks_per_update == 2
     assert r.seconds > 0 and r.rollouts_per_second == pytest.approx(r.rollouts / r.seconds)
+    assert r.cpu_seconds > 0
     assert r.max_steps is not None
     assert 0 < r.mean_output_tokens <= r.max_steps * r.max_new_tokens
     assert r.rollout_tokens_per_second == pytest.approx(
