@@ -8,6 +8,7 @@ message.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, ClassVar
 
 import annotated_types
@@ -36,14 +37,25 @@ class Hyperparameters(BaseModel):
 
 
 def refusal(model: type[Hyperparameters], exc: ValidationError) -> InvalidRecordError:
-    """``exc``'s problems, each named ``<root>.<field>``, with the field's range."""
+    """``exc``'s problems, each named ``<root>.<field>``, with the field's range; a name
+    that is no field gets the nearest field suggested and every field listed."""
     problems = []
     for problem in invalid_input(exc, root=model.root).problems:
         name = problem.field.split(".")[0].split("[")[0]
-        bounds = bounds_of(model, name)
         field = problem.field if problem.field == model.root else f"{model.root}.{problem.field}"
+        if name not in model.model_fields and name != model.root:
+            problems.append(unknown_field(model, name, field))
+            continue
+        bounds = bounds_of(model, name)
         problems.append(InvalidInputError(field, problem.problem, bounds or problem.allowed))
     return InvalidRecordError(problems)
+
+
+def unknown_field(model: type[BaseModel], name: str, field: str) -> InvalidInputError:
+    """``field`` (``name`` in ``model``) is no field: the nearest one suggested, if any."""
+    near = difflib.get_close_matches(name, list(model.model_fields), n=1, cutoff=0.6)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    return InvalidInputError(field, f"is not a setting{hint}", sorted(model.model_fields))
 
 
 def bounds_of(model: type[BaseModel], name: str) -> list[str] | None:

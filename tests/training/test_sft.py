@@ -33,7 +33,7 @@ from training.base_model import (
     tiny_model,
     train_tokenizer,
 )
-from training.settings import SftSettings
+from training.settings import RlSettings, SftSettings
 from training.sft import (
     SupervisedPositionsTrainer,
     run_sft,
@@ -485,6 +485,14 @@ def test_a_misspelt_setting_is_refused_and_the_defaults_are_valid() -> None:
     with pytest.raises(InvalidInputError) as refused:
         SftSettings.of({"lr": 0.1})  # as a flow or the CLI passes plain values
     assert refused.value.field == "sft.lr"
+    with pytest.raises(InvalidInputError) as near:
+        SftSettings.of({"max_step": 3})
+    assert near.value.field == "sft.max_step"
+    assert "did you mean max_steps?" in near.value.problem
+    assert near.value.allowed is not None and "max_steps" in near.value.allowed
+    with pytest.raises(InvalidInputError) as far:
+        RlSettings.of({"zzz": 1})
+    assert "did you mean" not in far.value.problem and far.value.field == "rl.zzz"
     settings = SftSettings()
     assert (settings.max_steps, settings.learning_rate, settings.batch_size) == (30, 1e-3, 4)
     assert (settings.max_length, settings.epochs, settings.logging_steps) == (4096, None, 1)
