@@ -111,7 +111,7 @@ class LocalChatModel:
         return text
 
     def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return list(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def generate(self, context: list[int]) -> tuple[list[int], bool]:
         """New token ids after ``context``, and whether they ended with end of turn."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import random
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -64,6 +65,11 @@ from training.schedule import DevMetrics, Move, ScheduleConfig, next_config
 from training.settings import RlSettings
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
+# TRL's generation helper reads a property transformers deprecates: nothing of ours to
+# change, and the warning would greet every training run.
+warnings.filterwarnings(
+    "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+)
 
 FLAT = 1e-9
 """Rewards closer than this are equal: their group's advantages are zero."""

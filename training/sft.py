@@ -158,7 +158,7 @@ def tokenize_conversation(
     token), both cut to ``max_length``. A token is covered when it starts inside a trained
     assistant turn (``supervised_spans``)."""
     text, spans = supervised_spans(tokenizer, messages, tools, trained)
-    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
     ids = cast(list[int], encoded["input_ids"])
     offsets = cast(list[tuple[int, int]], encoded["offset_mapping"])
     mask = [int(_covered(start, end, spans)) for start, end in offsets]
