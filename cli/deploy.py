@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from cli.identifiers import checked
-from cli.output import emit_json, table
+from cli.output import COLLECTORS, emit_json, table
 from cli.prefect import flow_runs, live_prefect_api, run_url
 from contract import MODEL_REF, InvalidInputError
 
@@ -152,10 +152,8 @@ def run_loop_command(
     from flows.settings import load_settings
     from training.settings import TrainRequest, parse_assignments
 
-    if collect_with not in ("champion", "settings"):
-        raise InvalidInputError(
-            "collect-with", f"unknown value {collect_with!r}", ("champion", "settings")
-        )
+    if collect_with not in COLLECTORS:
+        raise InvalidInputError("collect-with", f"unknown value {collect_with!r}", COLLECTORS)
     values = parse_assignments(assignments)
     if "dataset_id" in values:
         raise InvalidInputError("--set", "dataset_id: each turn trains on its round's dataset")

@@ -8,7 +8,7 @@ from typing import Annotated, cast
 import typer
 
 from cli.identifiers import checked
-from cli.output import emit_json, table
+from cli.output import EXPORT_FORMATS, choices, emit_json, table
 from cli.rounds import JsonFlag, datasets_app
 from contract import DATASET_ID
 
@@ -22,7 +22,12 @@ def datasets_export(
         Path, typer.Option("--out", help="the folder to write: new, empty, or --overwrite")
     ],
     fmt: Annotated[
-        str, typer.Option("--format", help="hf (datasets save_to_disk) or parquet")
+        str,
+        typer.Option(
+            "--format",
+            metavar=choices(EXPORT_FORMATS),
+            help="hf: datasets' save_to_disk; parquet: one file a split",
+        ),
     ] = "hf",
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="replace an earlier export in --out")

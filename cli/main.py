@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 from pydantic import ValidationError
@@ -19,6 +19,7 @@ from cli.devices import devices_app
 from cli.feedback import feedback_app
 from cli.gate import gate_app
 from cli.identifiers import checked
+from cli.output import BUILT_BASES, COLLECTORS, choices
 from cli.plan import plan_app
 from cli.rounds import datasets_app, rounds_app, run_round_command
 from cli.servers import server_app
@@ -32,7 +33,9 @@ from contract import (
     FlywheelError,
     InvalidInputError,
     Split,
+    TrainingMethod,
 )
+from flows.settings import APPROVAL_MODES, DEVICE_ROUTES, GateName, PolicyName
 
 app = typer.Typer(
     help="The open data flywheel for mobile planning agents.",
@@ -65,7 +68,8 @@ DifficultyOpt = Annotated[Difficulty | None, typer.Option(help="only this diffic
 SplitOpt = Annotated[Split | None, typer.Option(help="train or dev (held out)")]
 CountOpt = Annotated[int, typer.Option("--n", min=0, help="how many")]
 SeedOpt = Annotated[int, typer.Option(min=0, help="random seed")]
-POLICY_HELP = "scripted, openai, or champion (the model server's)"
+POLICY_HELP = "who collects: champion is the model server's"
+POLICY_CHOICES = choices(get_args(PolicyName))
 
 
 @contract_app.command("schema")
@@ -196,7 +200,7 @@ def tasks_validate(
 def episode(
     n: CountOpt = 5,
     seed: SeedOpt = 0,
-    policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "scripted",
+    policy: Annotated[str, typer.Option(metavar=POLICY_CHOICES, help=POLICY_HELP)] = "scripted",
     fault_rate: Annotated[
         float | None, typer.Option(min=0.0, max=1.0, help="scripted: share of faulty episodes")
     ] = None,
@@ -230,17 +234,22 @@ def episode(
 def round_(
     tasks: Annotated[int | None, typer.Option(min=1, help="tasks to construct")] = None,
     seed: Annotated[int | None, typer.Option(min=0, help="seed of task construction")] = None,
-    policy: Annotated[str | None, typer.Option(help=POLICY_HELP)] = None,
+    policy: Annotated[str | None, typer.Option(metavar=POLICY_CHOICES, help=POLICY_HELP)] = None,
     fault_rate: Annotated[
         float | None, typer.Option(min=0.0, max=1.0, help="scripted: share of faulty episodes")
     ] = None,
     backend_fault_rate: Annotated[
         float | None, typer.Option(min=0.0, max=1.0, help="share of tool calls the backend fails")
     ] = None,
-    gate: Annotated[str | None, typer.Option(help="human gate: auto or label-studio")] = None,
+    gate: Annotated[
+        str | None, typer.Option(metavar=choices(get_args(GateName)), help="the human gate")
+    ] = None,
     approval: Annotated[
         str | None,
-        typer.Option(help="dataset approval: auto, or person (pauses for the Prefect UI)"),
+        typer.Option(
+            metavar=choices(APPROVAL_MODES),
+            help="dataset approval: person pauses for the Prefect UI",
+        ),
     ] = None,
     round_id: Annotated[
         str | None,
@@ -251,7 +260,10 @@ def round_(
     ] = None,
     devices: Annotated[
         str | None,
-        typer.Option(help="gui: tasks that need the GUI agent run on the device pool; none"),
+        typer.Option(
+            metavar=choices(DEVICE_ROUTES),
+            help="gui: tasks that need the GUI agent run on the device pool",
+        ),
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -280,7 +292,10 @@ def train(
             callback=checked(DATASET_ID, "latest"),
         ),
     ] = None,
-    method: Annotated[str | None, typer.Option(help="sft, rl or sft+rl (default)")] = None,
+    method: Annotated[
+        str | None,
+        typer.Option(metavar=choices(m.value for m in TrainingMethod), help="default: sft+rl"),
+    ] = None,
     base: Annotated[
         str | None,
         typer.Option(
@@ -330,7 +345,10 @@ def loop(
     ] = None,
     collect_with: Annotated[
         str,
-        typer.Option(help="champion (the served model, once there is one) or settings"),
+        typer.Option(
+            metavar=choices(COLLECTORS),
+            help="champion: the served model, once there is one; settings: the round's policy",
+        ),
     ] = "champion",
     teacher_share: Annotated[
         float,
@@ -389,7 +407,7 @@ def bench_loop(
     champion_tasks: Annotated[
         int, typer.Option(min=0, help="at most this many of a round's tasks by the champion")
     ] = 300,
-    base: Annotated[str, typer.Option(help="nano (default) or tiny")] = "nano",
+    base: Annotated[str, typer.Option(metavar=choices(BUILT_BASES), help="the base")] = "nano",
     assignments: Annotated[
         list[str] | None,
         typer.Option("--set", help="a trainer parameter, e.g. sft.epochs=2 (repeatable)"),

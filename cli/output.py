@@ -51,3 +51,17 @@ def capability_summary(trajectories: Sequence[Trajectory]) -> str:
     overall = sum(t.verdict.passed for t in trajectories) / total if total else 0.0
     body = table(("capability", "tasks", "success", "mean steps"), rows)
     return f"{body}\n\n{total} episodes, {overall:.0%} verified successful"
+
+
+COLLECTORS: tuple[str, ...] = ("champion", "settings")
+EXPORT_FORMATS: tuple[str, ...] = ("hf", "parquet")
+"""``training.export.FORMATS``, without importing ``datasets`` for the help (a test
+checks they agree)."""
+BUILT_BASES: tuple[str, ...] = ("tiny", "nano")
+"""``training.settings.BUILT_BASES``, likewise."""
+"""Who collects a loop's rounds (``flows.loop``'s ``collect_with``)."""
+
+
+def choices(values: Iterable[str]) -> str:
+    """An option's fixed values as its help shows them: ``[auto|label-studio]``."""
+    return "[" + "|".join(values) + "]"

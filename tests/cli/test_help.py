@@ -1,0 +1,79 @@
+"""The command's help: every option with a fixed set of values shows them, taken from
+where the values are defined."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from typing import Any, get_args
+
+import typer
+
+from cli.main import app
+from cli.output import BUILT_BASES, COLLECTORS, EXPORT_FORMATS, choices
+from contract import TrainingMethod
+from flows.loop import loop
+from flows.settings import APPROVAL_MODES, DEVICE_ROUTES, GateName, PolicyName
+from training import export, settings
+
+FREE_TEXT = {
+    ("verify", "--round"),
+    ("verify", "--dataset"),
+    ("round", "--round-id"),
+    ("train", "--dataset"),
+    ("train", "--base"),  # tiny, nano or a model folder
+    ("train", "--set"),
+    ("loop", "--set"),
+    ("tasks strength", "--template"),
+    ("bench loop", "--set"),
+    ("datasets export", "--push-to-hub"),
+    ("gate status", "--round"),
+    ("gate sync", "--round"),
+    ("deploy rollback", "--reason"),
+}
+"""Options whose values are open: ids, names, folders, assignments, free text."""
+
+
+def _options() -> Iterator[tuple[str, Any]]:
+    command = typer.main.get_command(app)
+
+    def walk(node: Any, path: list[str]) -> Iterator[tuple[str, Any]]:
+        if hasattr(node, "commands"):
+            for name, sub in node.commands.items():
+                yield from walk(sub, [*path, name])
+            return
+        for param in node.params:
+            if param.param_type_name == "option":
+                yield " ".join(path), param
+
+    yield from walk(command, [])
+
+
+def test_every_option_of_fixed_values_lists_them() -> None:
+    context = typer.Context(typer.main.get_command(app))
+    shown = {
+        (path, option.opts[0]): str(option.metavar or option.display_type(context))
+        for path, option in _options()
+    }
+    free = {key for key, shown_as in shown.items() if "str" in shown_as}
+    assert free == FREE_TEXT, "a text option without its choices, or a stale allow-list"
+    expected = {
+        ("episode", "--policy"): get_args(PolicyName),
+        ("round", "--policy"): get_args(PolicyName),
+        ("round", "--gate"): get_args(GateName),
+        ("round", "--approval"): APPROVAL_MODES,
+        ("round", "--devices"): DEVICE_ROUTES,
+        ("train", "--method"): tuple(m.value for m in TrainingMethod),
+        ("loop", "--collect-with"): get_args(
+            inspect.signature(loop.fn).parameters["collect_with"].annotation
+        ),
+        ("bench loop", "--base"): settings.BUILT_BASES,
+        ("datasets export", "--format"): export.FORMATS,
+    }
+    for key, values in expected.items():
+        assert shown[key] == choices(values), key
+    assert (
+        expected["loop", "--collect-with"],
+        settings.BUILT_BASES,
+        export.FORMATS,
+    ) == (COLLECTORS, BUILT_BASES, EXPORT_FORMATS)
