@@ -18,6 +18,10 @@ server_app = typer.Typer(
 )
 
 NameArg = Annotated[str, typer.Argument(help="which server (prefect, label-studio, model, appium)")]
+AnyNameArg = Annotated[
+    str | None,
+    typer.Argument(help="which server (prefect, label-studio, model, appium); default: every one"),
+]
 HomeOpt = Annotated[
     Path | None, typer.Option(help="state folder [default: settings, FLYWHEEL_HOME]")
 ]
@@ -63,32 +67,62 @@ def server_start(
 
 
 @server_app.command("stop")
-def server_stop(name: NameArg = "prefect", home: HomeOpt = None, port: PortOpt = None) -> None:
-    """Stop a server started with start, by the PID in its PID file."""
-    server = _server(name, home, port)
-    pid = server.status().pid
-    if server.stop():
-        typer.echo(f"stopped {name} (pid {pid})")
-    else:
+def server_stop(
+    name: AnyNameArg = None, home: HomeOpt = None, port: PortOpt = None, as_json: JsonFlag = False
+) -> None:
+    """Stop a server started with start, by the PID in its PID file; without a name,
+    every server of this state folder that runs, each named."""
+    from cli.output import emit_json
+
+    stopped: list[dict[str, object]] = []
+    idle: list[str] = []
+    for each in _names(name, port):
+        server = _server(each, home, port)
+        pid = server.status().pid
+        if server.stop():
+            stopped.append({"name": each, "pid": pid})
+        else:
+            idle.append(each)
+    if as_json:
+        emit_json({"stopped": stopped, "not_running": idle})
+        return
+    for entry in stopped:
+        typer.echo(f"stopped {entry['name']} (pid {entry['pid']})")
+    if name is not None and idle:
         typer.echo(f"{name} was not running")
+    elif not stopped:
+        typer.echo("no server of this state folder was running")
 
 
 @server_app.command("status")
 def server_status(
-    name: NameArg = "prefect",
+    name: AnyNameArg = None,
     home: HomeOpt = None,
     port: PortOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Whether a server runs and answers its health URL."""
+    """Whether a server runs and answers its health URL; without a name, every server
+    of this state folder (its port from the settings)."""
     from cli.output import emit_json, table
 
-    status = _server(name, home, port).status()
+    statuses = [_server(each, home, port).status() for each in _names(name, port)]
     if as_json:
-        emit_json(asdict(status))
+        emit_json(asdict(statuses[0]) if name is not None else [asdict(s) for s in statuses])
         return
-    row = (status.name, status.running, status.pid or "-", status.healthy, status.url)
-    typer.echo(table(("server", "running", "pid", "healthy", "url"), [row]))
+    rows = [(s.name, s.running, s.pid or "-", s.healthy, s.url) for s in statuses]
+    typer.echo(table(("server", "running", "pid", "healthy", "url"), rows))
+
+
+def _names(name: str | None, port: int | None) -> list[str]:
+    """``[name]``, or every server's name; a port belongs to one named server."""
+    from contract import InvalidInputError
+    from flows.servers import SERVERS
+
+    if name is not None:
+        return [name]
+    if port is not None:
+        raise InvalidInputError("--port", "is one server's port: name the server too", SERVERS)
+    return sorted(SERVERS)
 
 
 def _server(name: str, home: Path | None, port: int | None) -> ManagedServer:

@@ -40,9 +40,12 @@ def _dead_pid() -> int:
 
 
 @pytest.mark.slow
-def test_start_status_stop_a_real_prefect_server(tmp_path: Path) -> None:
+def test_start_status_stop_a_real_prefect_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     port = str(free_port())
     where = ("--home", str(tmp_path), "--port", port)
+    monkeypatch.setenv("FLYWHEEL_PREFECT__PORT", port)  # for the commands without a name
     server = prefect_server(tmp_path, int(port))
 
     began = time.monotonic()
@@ -57,19 +60,32 @@ def test_start_status_stop_a_real_prefect_server(tmp_path: Path) -> None:
     began = time.monotonic()
     assert server.start().pid == status.pid  # idempotent: the running server is reused
     assert time.monotonic() - began < 5
-    assert json.loads(_cli("status", *where, "--json")) == {
+    alone = {
         "name": "prefect",
         "running": True,
         "pid": status.pid,
         "url": f"http://127.0.0.1:{port}",
         "healthy": True,
     }
+    assert json.loads(_cli("status", "prefect", *where, "--json")) == alone
+    every = json.loads(_cli("status", "--home", str(tmp_path), "--json"))
+    assert [s["name"] for s in every] == ["appium", "label-studio", "model", "prefect"]
+    assert [s for s in every if s["running"]] == [alone]
 
-    assert f"stopped prefect (pid {status.pid})" in _cli("stop", *where)
+    # Without a name, stop stops every server of the state folder that runs, by name.
+    assert _cli("stop", "--home", str(tmp_path)) == f"stopped prefect (pid {status.pid})\n"
     assert not server.pid_file.exists()
     assert not server.status().running
     assert not http_ok(server.health_url)
-    assert "was not running" in _cli("stop", *where)
+    assert "was not running" in _cli("stop", "prefect", *where)
+    assert json.loads(_cli("stop", "--home", str(tmp_path), "--json")) == {
+        "stopped": [],
+        "not_running": ["appium", "label-studio", "model", "prefect"],
+    }
+    assert "no server of this state folder was running" in _cli("stop", "--home", str(tmp_path))
+    refused = runner.invoke(server_app, ["stop", "--port", port, "--home", str(tmp_path)])
+    assert isinstance(refused.exception, InvalidInputError)
+    assert refused.exception.field == "--port"
 
     # A PID file left by a crash names a dead process: status ignores it, start replaces it.
     server.pid_file.write_text(f"{_dead_pid()}\n")
