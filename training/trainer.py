@@ -22,6 +22,7 @@ development-set evaluation out.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -181,12 +182,21 @@ def dev_probe(tasks: list[TaskSpec], request: TrainRequest) -> DevProbe:
     return probe
 
 
+_TRAINED = re.compile(r"^(?P<base>.+?)-(?:sft-rl|sft|rl)-ds-[0-9a-f]+-\d{8}T\d{6}Z$")
+"""A name ``model_name`` gave: what it was trained from comes first."""
+
+
 def model_name(request: TrainRequest, created_at: datetime) -> str:
     """A readable name that is also one safe folder name (``MODEL_NAME``): base, method,
-    dataset version and time."""
-    base = (
-        request.base if request.base in RECIPES else safe_component(Path(request.base).name, "base")
-    )
+    dataset version and time. A model continued from a trained one keeps that one's base
+    (``nano-sft-rl-ds-...``, not ``nano-sft-rl-ds-...-sft-rl-ds-...``): the lineage is
+    the registry's ``parent``, not the name."""
+    if request.base in RECIPES:
+        base = request.base
+    else:
+        base = safe_component(Path(request.base).name, "base")
+        trained = _TRAINED.match(base)
+        base = trained.group("base") if trained else base
     method = request.method.value.replace("+", "-")
     return f"{base}-{method}-{request.dataset_id}-{created_at:%Y%m%dT%H%M%SZ}"
 

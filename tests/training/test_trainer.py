@@ -628,3 +628,17 @@ def test_the_schedule_probe_is_a_greedy_development_evaluation(trained: Trained)
     attempts = sum(t.attempts for t in report.tasks)
     assert success == sum(t.successes for t in report.tasks) / attempts
     assert cost == report.cost.mean_cost
+
+
+def test_a_model_continued_from_a_trained_one_keeps_a_short_name(tmp_path: Path) -> None:
+    dataset = "ds-" + "a" * 20
+    first = model_name(TrainRequest.of({"dataset_id": dataset, "base": "nano"}), CREATED_AT)
+    assert first == f"nano-sft-rl-{dataset}-20261201T120000Z"
+    later = TrainRequest.model_construct(
+        base=str(tmp_path / "models" / first), method=TrainingMethod.SFT, dataset_id=dataset
+    )
+    assert model_name(later, CREATED_AT) == f"nano-sft-{dataset}-20261201T120000Z"
+    folder = TrainRequest.model_construct(
+        base=str(tmp_path / "Qwen2.5-0.5B"), method=TrainingMethod.RL, dataset_id=dataset
+    )
+    assert model_name(folder, CREATED_AT) == f"Qwen2.5-0.5B-rl-{dataset}-20261201T120000Z"
