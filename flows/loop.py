@@ -294,13 +294,16 @@ def progress_markdown(turns: list[Turn]) -> str:
             [s for s in scores if s.points],
             title="Champion on the development set",
             x_label="turn",
-            y_label="success",
+            y_label="success (share of tasks, 0 to 1)",
+            integer_x=True,
+            y_range=(0.0, 1.0),
         ),
         "dataset size": line_chart(
             [Series("dataset", tuple((t.turn, float(t.dataset_size)) for t in turns))],
             title="Dataset version size",
             x_label="turn",
             y_label="members",
+            integer_x=True,
         ),
         "mean cost": line_chart(
             [
@@ -311,7 +314,9 @@ def progress_markdown(turns: list[Turn]) -> str:
             ],
             title="Champion's mean normalized cost",
             x_label="turn",
-            y_label="cost",
+            y_label="cost (0 to 1)",
+            integer_x=True,
+            y_range=(0.0, 1.0),
         ),
     }
     figures = "\n\n".join(markdown_figure(svg, title) for title, svg in charts.items())

@@ -33,7 +33,8 @@ PALETTE = (
 """Okabe-Ito colours, ordered so the first few are the most distinct on white."""
 
 DASHES = ("", "6 3", "2 2", "8 3 2 3")
-"""Dash patterns, one per pass through :data:`PALETTE`, so lines stay distinct past 8."""
+"""Dash patterns, taken in turn with the colours: lines that lie on one another (five
+capabilities all at 0) still show each colour through the others' gaps."""
 
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 MARKER_LIMIT = 30
@@ -117,12 +118,15 @@ def _nice_step(raw: float) -> tuple[float, int]:
     return 10.0 ** (exponent + 1), exponent + 1  # pragma: no cover - loop always returns
 
 
-def _axis(lo: float, hi: float, target: int) -> _Axis:
-    """An axis whose ticks (1-2-5 steps, about ``target`` of them) bracket ``[lo, hi]``."""
+def _axis(lo: float, hi: float, target: int, *, integer: bool = False) -> _Axis:
+    """An axis whose ticks (1-2-5 steps, about ``target`` of them) bracket ``[lo, hi]``;
+    ``integer``: whole-number ticks only (turns, epochs)."""
     lo, hi = _padded(lo, hi)
     span = hi - lo
     if math.isfinite(span):
         step, exponent = _nice_step(span / max(target, 1))
+        if integer and step < 1:
+            step, exponent = 1.0, 0
         first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
         ticks = tuple(round(i * step, max(0, -exponent)) for i in range(first, last + 1))
         if all(math.isfinite(t) for t in ticks):
@@ -151,7 +155,7 @@ def _legend_name(name: str) -> str:
 def _line_style(index: int) -> tuple[str, str]:
     """The colour and the ``stroke-dasharray`` attribute (maybe empty) of series ``index``."""
     colour = PALETTE[index % len(PALETTE)]
-    dash = DASHES[(index // len(PALETTE)) % len(DASHES)]
+    dash = DASHES[(index + index // len(PALETTE)) % len(DASHES)]
     return colour, f' stroke-dasharray="{dash}"' if dash else ""
 
 
@@ -163,11 +167,15 @@ def line_chart(
     y_label: str,
     width: int = 640,
     height: int = 320,
+    integer_x: bool = False,
+    y_range: tuple[float, float] | None = None,
 ) -> str:
     """A standalone SVG line chart of ``series``, one coloured polyline each.
 
     Non-finite points are skipped; a series left without points gets no line (but keeps
     its legend entry). With no points at all, the plot area says "no data".
+    ``integer_x``: x ticks at whole numbers only (turns). ``y_range``: the y axis spans at
+    least this range (a share: ``(0, 1)``), widened only for data outside it.
     """
     if width < MIN_WIDTH:
         raise InvalidInputError("width", f"must be at least {MIN_WIDTH} pixels, got {width}")
@@ -180,6 +188,8 @@ def line_chart(
 
     top, bottom = 32.0, 44.0
     plot_h = height - top - bottom
+    if y_range is not None and has_data:
+        ys = [*ys, *y_range]
     y_axis = _axis(min(ys), max(ys), max(2, round(plot_h / 50))) if has_data else None
     y_labels = [y_axis.label(t) for t in y_axis.ticks] if y_axis else []
     left = 30.0 + CHAR_WIDTH * max((len(s) for s in y_labels), default=1)
@@ -188,7 +198,8 @@ def line_chart(
         longest = max(len(_legend_name(s.name)) for s in series)
         right += 26.0 + CHAR_WIDTH * longest
     plot_w = max(width - left - right, 40.0)
-    x_axis = _axis(min(xs), max(xs), max(2, round(plot_w / 90))) if has_data else None
+    x_target = max(2, round(plot_w / 90))
+    x_axis = _axis(min(xs), max(xs), x_target, integer=integer_x) if has_data else None
 
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '

@@ -204,3 +204,41 @@ def test_sparkline_is_nan_safe() -> None:
     assert sparkline([]) == ""
     assert len(set(sparkline([2.0, 2.0, 2.0]))) == 1
     assert sparkline([-1e308, 1e308]) == SPARK_BLOCKS[0] + SPARK_BLOCKS[-1]
+
+
+def x_tick_values(root: ET.Element) -> list[float]:
+    return [
+        float(t.text or "")
+        for t in root.iter(f"{NS}text")
+        if t.get("text-anchor") == "middle"
+        and (t.text or "").replace(".", "").replace("-", "").isdigit()
+    ]
+
+
+def test_turns_get_whole_number_ticks_and_a_share_its_0_to_1_axis() -> None:
+    flat = [Series(f"capability {i}", ((1.0, 0.0), (2.0, 0.0), (3.0, 0.0))) for i in range(5)]
+    svg = line_chart(
+        flat, title="t", x_label="turn", y_label="success", integer_x=True, y_range=(0.0, 1.0)
+    )
+    root = parse(svg)
+    x_ticks = x_tick_values(root)
+    assert x_ticks and all(t == int(t) for t in x_ticks), x_ticks
+    y_ticks = y_tick_values(root)
+    assert min(y_ticks) == 0.0 and max(y_ticks) == 1.0
+    # Lines on top of one another keep showing every colour: no two share a dash pattern
+    # among the first four, and every colour differs.
+    styles = [(p.get("stroke"), p.get("stroke-dasharray")) for p in root.iter(f"{NS}polyline")]
+    assert len({colour for colour, _ in styles}) == 5
+    assert len({dash for _, dash in styles[:4]}) == 4
+    plain = parse(chart(curve("r", [0.2, 0.4, 0.3], start=1)))
+    assert any(t != int(t) for t in x_tick_values(plain)), "without integer_x: fractional ticks"
+    wide = parse(line_chart(flat[:1], title="t", x_label="x", y_label="y", y_range=(0.0, 1.0)))
+    assert max(y_tick_values(wide)) == 1.0
+    beyond = line_chart(
+        [Series("s", ((1.0, 0.5), (2.0, 1.6)))],
+        title="t",
+        x_label="x",
+        y_label="y",
+        y_range=(0.0, 1.0),
+    )
+    assert max(y_tick_values(parse(beyond))) >= 1.6, "data outside the range widens it"
