@@ -23,8 +23,10 @@ from training.plots import (
 NS = "{http://www.w3.org/2000/svg}"
 
 
-def chart(*series: Series, **kwargs: int) -> str:
-    return line_chart(series, title="Loss", x_label="step", y_label="loss", **kwargs)
+def chart(*series: Series, width: int = 640, height: int = 320) -> str:
+    return line_chart(
+        series, title="Loss", x_label="step", y_label="loss", width=width, height=height
+    )
 
 
 def curve(name: str, ys: list[float], start: float = 0.0) -> Series:
