@@ -245,6 +245,9 @@ def finish(home: Path, plan: Plan, base: BaseModel, curves: steps.Curves) -> Mod
     request = plan.request
     with Catalog.open(catalog_path(home)) as catalog:
         tasks = steps.development_set(catalog, request)
+    note = steps.development_note(tasks, request)
+    if note is not None:
+        _say(note)
     evaluation = steps.evaluate_model(base, tasks, request, plan.name)
     with Catalog.open(catalog_path(home)) as catalog:
         return steps.register(

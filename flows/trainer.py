@@ -159,6 +159,9 @@ def rl_task(
 def evaluate_task(home: Path, base: BaseModel, request: TrainRequest, name: str) -> Evaluation:
     with Catalog.open(catalog_path(home)) as catalog:
         tasks = steps.development_set(catalog, request)
+    note = steps.development_note(tasks, request)
+    if note is not None:
+        get_run_logger().warning("%s", note)
     progress = _Progress("trainer-evaluation", "development episodes done")
     evaluation = steps.evaluate_model(base, tasks, request, name, on_episode=progress)
     report = evaluation.report

@@ -25,7 +25,7 @@ import json
 import re
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -135,6 +135,18 @@ def out_of_memory_guard(stage: str, advice: str) -> Iterator[None]:
 def development_set(catalog: Catalog, request: TrainRequest) -> list[TaskSpec]:
     target = catalog.get_dataset(request.dataset_id).target
     return ensure_development_set(catalog, request.dev_tasks, request.dev_seed, target)
+
+
+def development_note(tasks: Sequence[TaskSpec], request: TrainRequest) -> str | None:
+    """What to tell a person whose ``dev_tasks`` the catalog's development set does not
+    have (it was drawn once, with another size); None when it has."""
+    if len(tasks) == request.dev_tasks:
+        return None
+    return (
+        f"the development set has {len(tasks)} tasks, not the {request.dev_tasks} asked for: "
+        "it was drawn once for this catalog and is kept, so that every model is scored on "
+        "the same tasks (a new catalog draws one of the size asked)"
+    )
 
 
 def evaluate_model(

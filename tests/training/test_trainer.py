@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import datasets
 import pytest
@@ -53,6 +53,7 @@ from training.trainer import (
     TrainingData,
     TrainingError,
     dev_probe,
+    development_note,
     development_set,
     evaluate_model,
     load_base,
@@ -642,3 +643,11 @@ def test_a_model_continued_from_a_trained_one_keeps_a_short_name(tmp_path: Path)
         base=str(tmp_path / "Qwen2.5-0.5B"), method=TrainingMethod.RL, dataset_id=dataset
     )
     assert model_name(folder, CREATED_AT) == f"Qwen2.5-0.5B-rl-{dataset}-20261201T120000Z"
+
+
+def test_a_development_set_of_another_size_is_said() -> None:
+    request = TrainRequest.of({"dataset_id": "ds-" + "a" * 20, "dev_tasks": 24})
+    tasks = cast(list[TaskSpec], [object()] * 13)
+    note = development_note(tasks, request)
+    assert note is not None and "13 tasks, not the 24 asked for" in note
+    assert development_note(cast(list[TaskSpec], [object()] * 24), request) is None
