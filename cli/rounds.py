@@ -87,6 +87,16 @@ def run_round_command(
         typer.echo(f"\nAgain any time: flywheel datasets show {summary['dataset_version']}")
 
 
+CAPABILITY_NOTE = (
+    "(a task exercising several capabilities counts in each of their rows: "
+    "a column can add up to more than its total)"
+)
+ACHIEVED_NOTE = (
+    "(shares of the version's sampling weight, which the balancer raked towards the "
+    "target; counts of trajectories are above)"
+)
+
+
 def _round_text(summary: dict[str, Any], run_url: str) -> str:
     counts = summary["counts"]
     lines = [
@@ -100,6 +110,7 @@ def _round_text(summary: dict[str, Any], run_url: str) -> str:
             ("capability", "tasks", "trajectories", "successes", "approved", "in dataset"),
             [tuple(row.values()) for row in summary["capabilities"]],
         ),
+        CAPABILITY_NOTE,
         "",
         f"Prefect UI (flow run, its tasks, logs and the summary artifacts): {run_url}",
     ]
@@ -274,7 +285,8 @@ def dataset_text(summary: dict[str, Any]) -> str:
             goal = targets.get(dimension, {}).get(value)
             rows.append((dimension, value, f"{share:.3f}", "-" if goal is None else f"{goal:.3f}"))
     if rows:
-        lines += ["", table(("dimension", "value", "achieved", "target"), rows)]
+        header = ("dimension", "value", "achieved share", "target share")
+        lines += ["", table(header, rows), ACHIEVED_NOTE]
     return "\n".join(lines)
 
 

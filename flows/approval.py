@@ -16,9 +16,14 @@ from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 from pydantic import Field
 
-from agents.balancer import BalancerState
+from agents.balancer import (
+    DROPPED_NOT_APPROVED,
+    DROPPED_NOW_FAILING,
+    DROPPED_UNREVIEWED,
+    BalancerState,
+)
 from contract import ApprovalDecision, DatasetApproval, DatasetVersion, FlywheelError
-from curation.balance import MixRow, Shortfall
+from curation.balance import DROPPED_DEV, DROPPED_NOT_SUCCESS, MixRow, Shortfall
 from flows.settings import ApprovalMode
 
 AUTOMATIC_APPROVER = "auto"
@@ -89,11 +94,24 @@ class Proposal:
                 )
                 + ".",
             ]
-        left_out = ", ".join(f"{n} {reason}" for reason, n in sorted(self.dropped.items()) if n)
+        left_out = ", ".join(
+            f"{n} {LEFT_OUT.get(reason, reason)}" for reason, n in sorted(self.dropped.items()) if n
+        )
         lines += ["", f"Left out: {left_out or 'nothing'}."]
         if self.rationale:
             lines += ["", f"Balancer's note: {self.rationale}"]
         return "\n".join(lines)
+
+
+LEFT_OUT = {
+    DROPPED_UNREVIEWED: "without a review (dropped by the curator: backend errors, "
+    "duplicates, malformed; or still with a person)",
+    DROPPED_NOT_APPROVED: "rejected or quarantined at the gate",
+    DROPPED_NOW_FAILING: "failed by today's verifier",
+    DROPPED_DEV: "development tasks",
+    DROPPED_NOT_SUCCESS: "not verified successes",
+}
+"""What each reason the balancer leaves an item out for says to a person."""
 
 
 def automatic_approval(version: DatasetVersion, flow_run_id: str | None) -> DatasetApproval:

@@ -406,6 +406,11 @@ class RoundSummary(BaseModel):
             f"| {r.in_dataset} |"
             for r in self.capabilities
         ]
+        lines += [
+            "",
+            "A task exercising several capabilities counts in each of their rows: a column "
+            "can add up to more than its total.",
+        ]
         return "\n".join(lines)
 
 

@@ -41,7 +41,8 @@ def _review(t: Trajectory, decision: ReviewDecision, **person: object) -> Review
 @pytest.fixture(scope="module")
 def proposal(faulty_trajectories: list[Trajectory]) -> Proposal:
     train = [t for t in faulty_trajectories if t.task.split is Split.TRAIN]
-    runs = [t for t in train if t.metadata.outcome is Outcome.SUCCESS][:40]
+    successes = [t for t in train if t.metadata.outcome is Outcome.SUCCESS]
+    runs, unreviewed = successes[:40], successes[40:41]
     fixed, marked, rejected = runs[:3]
     reviews = [_review(t, ReviewDecision.APPROVE) for t in runs] + [
         _review(fixed, ReviewDecision.CORRECT, reviewer="ana", steps=(0,), note="the 9:40"),
@@ -53,7 +54,7 @@ def proposal(faulty_trajectories: list[Trajectory]) -> Proposal:
     found = Proposal.of(
         run_balancer(
             "r",
-            runs + failures,
+            runs + failures + unreviewed,
             reviews + [_review(t, ReviewDecision.APPROVE) for t in failures],
             TARGET,
         )
@@ -70,8 +71,9 @@ def test_the_proposal_shows_its_composition_and_what_was_left_out(proposal: Prop
     assert "2 decided by a person, 1 corrected, 2 with steps masked out of SFT" in text
     for row in proposal.rows:
         assert f"| {row.dimension} | {row.value} | {row.target:.1%} | {row.achieved:.1%} |" in text
-    assert "1 not_approved" in text, "the rejected item"
-    assert "3 not_success" in text, "failures never enter"
+    assert "1 rejected or quarantined at the gate" in text, "the rejected item"
+    assert "3 not verified successes" in text, "failures never enter"
+    assert "1 without a review (dropped by the curator" in text, "no review stored"
 
 
 def test_nothing_approved_proposes_nothing(faulty_trajectories: list[Trajectory]) -> None:
