@@ -10,26 +10,18 @@ import typer
 
 from cli.output import emit_json, table
 from cli.prefect import flow_runs, live_prefect_api, run_url
-from contract import InvalidInputError
 from storage import Catalog
 from training.settings import parse_assignments
+from training.settings import resolve_dataset as resolve_latest
 
 models_app = typer.Typer(help="Trained models in the registry.", no_args_is_help=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
-LATEST = "latest"
 
 
 def resolve_dataset(catalog: Catalog, dataset: str) -> str:
     """``dataset``, with ``latest`` read as the catalog's newest frozen version."""
-    if dataset != LATEST:
-        return dataset
-    latest = catalog.latest_dataset_id()
-    if latest is None:
-        raise InvalidInputError(
-            "--dataset", "the catalog has no dataset version yet: run a round first"
-        )
-    return latest
+    return resolve_latest(dataset, catalog.latest_dataset_id, "--dataset")
 
 
 def run_train_command(

@@ -96,10 +96,22 @@ def deployment(
     serve: bool | None = None,
     reevaluate: bool = False,
 ) -> dict[str, Any]:
-    """Evaluate registered model ``model`` (an id, a name, ``latest`` or ``candidate``)
-    against the champion on the development set, promote it if the gate allows (and a
-    person approves, with ``approval`` ``person``), serve it, and record the decision.
-    Unset parameters come from the ``[deployment]`` settings."""
+    """Evaluate a registered model against the champion on the development set, promote
+    it if the gate allows (and a person approves, with ``approval`` ``person``), serve
+    it, and record the decision.
+
+    Args:
+        model: The model: its id, its name, latest (the newest registered) or candidate.
+        min_overall_gain: The Overall must improve on the champion's by at least this.
+            None: from the [deployment] settings.
+        max_capability_drop: No capability may score lower than the champion's by more.
+            None: from the [deployment] settings.
+        approval: auto, or person (the run pauses until someone approves the promotion
+            in this UI). None: from the [deployment] settings.
+        serve: Serve the promoted model on the model server. None: from the settings.
+        reevaluate: Evaluate again even when an evaluation on today's development set is
+            stored.
+    """
     MODEL_REF.check("model", model)
     settings = load_settings()
     section = settings.deployment
@@ -251,7 +263,12 @@ def record_task(
 
 @flow(name="rollback")
 def rollback(reason: str = "rolled back on request", serve: bool | None = None) -> dict[str, Any]:
-    """Make the previous champion the champion again, and serve it."""
+    """Make the previous champion the champion again, and serve it.
+
+    Args:
+        reason: Why, for the record.
+        serve: Serve it on the model server. None: from the [deployment] settings.
+    """
     settings = load_settings()
     record = run_rollback(
         settings, reason, serve=settings.deployment.serve if serve is None else serve

@@ -98,9 +98,25 @@ def loop(
     dev_tasks: Annotated[int, Field(ge=1)] = DEFAULT_DEV_TASKS,
     seed: Annotated[int, Field(ge=0)] = 0,
 ) -> dict[str, Any]:
-    """``rounds`` turns of round → train → deploy (module docstring). ``tasks`` per
-    round and the round's policy come from settings when unset; ``champion_tasks``, when
-    set, is the most of a round's tasks the champion collects (``teacher_share_for``)."""
+    """``rounds`` turns of round → train → deploy (module docstring).
+
+    Args:
+        rounds: Turns of round, training and deployment.
+        tasks: Tasks per round. None: from the settings.
+        collect_with: champion (the served model, once there is one) or settings (the
+            settings' policy every round).
+        teacher_share: Share of a champion-collected round's tasks the scripted teacher
+            collects.
+        champion_tasks: At most this many of a round's tasks collected by the champion
+            (the teacher takes the rest). None: no cap.
+        from_champion: Train each turn from the champion's weights (else from base).
+        base: tiny, nano, or a local model folder: what the first turn trains from.
+        method: sft, rl or sft+rl.
+        sft: SFT hyperparameters for every turn. None: the base's defaults.
+        rl: RL hyperparameters for every turn. None: the base's defaults.
+        dev_tasks: Development tasks drawn when the catalog has none yet.
+        seed: Seed of the first round (each turn adds one) and of training.
+    """
     settings = load_settings()
     log = get_run_logger()
     turns: list[Turn] = []

@@ -304,10 +304,29 @@ def flywheel_round(
     teacher_share: Share | None = None,
     devices: DeviceRoute | None = None,
 ) -> dict[str, Any]:
-    """One flywheel round. Unset parameters come from settings; ``round_id`` resumes a
-    round (by default the id is derived from the round's configuration). ``approval``
-    ``person`` pauses the round until someone approves its dataset in the Prefect UI.
-    ``devices`` ``gui`` runs the tasks that need the GUI agent on the device pool."""
+    """One flywheel round: construct, collect, curate, gate, balance, approve, freeze.
+
+    Parameters left unset (None) come from the settings (``flywheel.toml``,
+    ``FLYWHEEL_...``); the Prefect UI's form shows these descriptions.
+
+    Args:
+        tasks: Tasks to construct. None: from the settings.
+        seed: Seed of task construction. None: from the settings.
+        policy: Who collects: scripted, openai (the settings' endpoint) or champion (the
+            model server's). None: from the settings.
+        fault_rate: Scripted policy: share of episodes with an injected fault. None: from
+            the settings.
+        backend_fault_rate: Share of tool calls the backend fails. None: from the settings.
+        gate_name: auto (the curator's suggestions stand) or label-studio (doubtful items
+            go to people). None: from the settings.
+        approval: auto, or person (the round pauses until someone approves its dataset
+            version in this UI). None: from the settings.
+        round_id: Resume this round. None: the id derived from the configuration.
+        teacher_share: With openai or champion: share of tasks the scripted teacher
+            collects. None: from the settings.
+        devices: gui (tasks that need the GUI agent run on the device pool) or none.
+            None: from the settings.
+    """
     if round_id is not None:
         ROUND_ID.check("round_id", round_id)
     settings = load_settings()

@@ -35,7 +35,7 @@ from training.base_model import BaseModel
 from training.evaluate import Evaluation
 from training.plots import markdown_figure
 from training.rl import RlResult, UpdateRecord
-from training.settings import TINY, RlSettings, SftSettings, TrainRequest
+from training.settings import LATEST, TINY, RlSettings, SftSettings, TrainRequest, resolve_dataset
 from training.sft import SftResult
 from training.trainer import Curves, TrainingData
 
@@ -193,7 +193,7 @@ def register_task(
 
 @flow(name="trainer")
 def trainer(
-    dataset_id: str,
+    dataset_id: str = LATEST,
     base: str = TINY,
     method: TrainingMethod = TrainingMethod.SFT_RL,
     sft: SftSettings | None = None,
@@ -203,9 +203,27 @@ def trainer(
     seed: int = 0,
     deploy: bool = False,
 ) -> dict[str, Any]:
-    """Train on frozen dataset version ``dataset_id`` from ``base`` (``tiny``, ``nano``,
-    or a local model folder) by ``method``; evaluate on the development set; register the model.
-    With ``deploy``, then run the ``deployment`` flow on it (promoted if the gate allows)."""
+    """Train on a frozen dataset version, evaluate on the development set, register the
+    model; with ``deploy``, then run the ``deployment`` flow on it (promoted if the gate
+    allows).
+
+    Args:
+        dataset_id: The frozen dataset version to train on (ds- and 20 hex digits), or
+            latest: the newest one.
+        base: tiny (runs anywhere, learns little), nano (the CPU base that learns), or a
+            local Hugging Face model folder.
+        method: sft (supervised fine-tuning), rl (online RL with CARE) or sft+rl (SFT,
+            then RL, in one run).
+        sft: SFT hyperparameters. None, or a field left out: the base's defaults.
+        rl: RL hyperparameters. None, or a field left out: the base's defaults.
+        dev_tasks: Development tasks drawn when the catalog has none yet (kept after).
+        eval_samples: Attempts per development task.
+        seed: Seed of training and evaluation.
+        deploy: Run the deployment flow on the new model afterwards.
+    """
+    if dataset_id == LATEST:
+        with Catalog.open(catalog_path(load_settings().home), read_only=True) as catalog:
+            dataset_id = resolve_dataset(dataset_id, catalog.latest_dataset_id)
     request = TrainRequest.of(
         {
             "dataset_id": dataset_id,

@@ -10,7 +10,7 @@ files without loading weights.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
@@ -217,6 +217,23 @@ BASE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
 """What a built base trains with where a request leaves a field unset: nano learns in
 minutes on a CPU with these and not with the generic defaults (README, "The nano
 base", gives the measurements they were chosen by)."""
+
+
+LATEST = "latest"
+"""What a request may name instead of a dataset version: the catalog's newest."""
+
+
+def resolve_dataset(
+    dataset_id: str, newest: Callable[[], str | None], field: str = "dataset_id"
+) -> str:
+    """``dataset_id``, with ``latest`` read as ``newest()`` (the catalog's newest frozen
+    version); an ``InvalidInputError`` naming ``field`` when there is none."""
+    if dataset_id != LATEST:
+        return dataset_id
+    found = newest()
+    if found is None:
+        raise InvalidInputError(field, "the catalog has no dataset version yet: run a round first")
+    return found
 
 
 def built_from(base: str) -> str | None:

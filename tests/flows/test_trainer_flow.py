@@ -134,7 +134,8 @@ def test_the_prefect_form_of_the_trainer_has_typed_parameters() -> None:
     schema = parameter_schema(trainer.fn).model_dump_for_openapi()
     properties = schema["properties"]
     assert properties["dataset_id"]["type"] == "string"
-    assert "dataset_id" in schema["required"]
+    assert properties["dataset_id"]["default"] == "latest"
+    assert not schema.get("required"), "every field has a default: the form runs as it is"
     definitions = schema["definitions"]
     assert definitions["TrainingMethod"]["enum"] == ["sft", "rl", "sft+rl"]
     sft = definitions["SftSettings"]["properties"]
