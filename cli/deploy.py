@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from flows.settings import FlywheelSettings
 
 deploy_app = typer.Typer(
-    help="Deploy a registered model (gate, approval, serving), roll back, read the records."
+    rich_markup_mode="markdown",
+    help="Deploy a registered model (gate, approval, serving), roll back, read the records.",
 )
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]

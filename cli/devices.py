@@ -9,6 +9,7 @@ import typer
 from cli.output import emit_json, table
 
 devices_app = typer.Typer(
+    rich_markup_mode="markdown",
     help="The device pool ([[devices.pool]]): phones and emulators behind Appium servers.",
     no_args_is_help=True,
 )

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from contract import FeedbackReport
 
 feedback_app = typer.Typer(
+    rich_markup_mode="markdown",
     help="Feedback reports: what training, evaluation and deployment reveal to the next round.",
     no_args_is_help=True,
 )

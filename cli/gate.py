@@ -15,7 +15,9 @@ from contract import ROUND_ID
 if TYPE_CHECKING:
     from storage import Catalog, RoundInfo
 
-gate_app = typer.Typer(help="The human gate of a round.", no_args_is_help=True)
+gate_app = typer.Typer(
+    rich_markup_mode="markdown", help="The human gate of a round.", no_args_is_help=True
+)
 
 RoundOpt = Annotated[
     str | None,

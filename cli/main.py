@@ -38,15 +38,24 @@ from contract import (
 from flows.settings import APPROVAL_MODES, DEVICE_ROUTES, GateName, PolicyName
 
 app = typer.Typer(
+    rich_markup_mode="markdown",
     help="The open data flywheel for mobile planning agents.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-contract_app = typer.Typer(help="The action-feedback-verification contract.", no_args_is_help=True)
-tasks_app = typer.Typer(help="Task templates and sampled tasks.", no_args_is_help=True)
+contract_app = typer.Typer(
+    rich_markup_mode="markdown",
+    help="The action-feedback-verification contract.",
+    no_args_is_help=True,
+)
+tasks_app = typer.Typer(
+    rich_markup_mode="markdown", help="Task templates and sampled tasks.", no_args_is_help=True
+)
 bench_app = typer.Typer(
-    help="Benchmarks: figures and ratios, never pass/fail.", no_args_is_help=True
+    rich_markup_mode="markdown",
+    help="Benchmarks: figures and ratios, never pass/fail.",
+    no_args_is_help=True,
 )
 app.add_typer(contract_app, name="contract")
 app.add_typer(tasks_app, name="tasks")

@@ -11,7 +11,9 @@ from cli.output import emit_json, table
 if TYPE_CHECKING:
     from contract import GenerationPlan
 
-plan_app = typer.Typer(help="The generation plan of the next round.", no_args_is_help=True)
+plan_app = typer.Typer(
+    rich_markup_mode="markdown", help="The generation plan of the next round.", no_args_is_help=True
+)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 

@@ -12,8 +12,14 @@ from cli.identifiers import checked
 from cli.output import emit_json, table
 from contract import DATASET_ID
 
-rounds_app = typer.Typer(help="Flywheel rounds recorded in the catalog.", no_args_is_help=True)
-datasets_app = typer.Typer(help="Frozen dataset versions.", no_args_is_help=True)
+rounds_app = typer.Typer(
+    rich_markup_mode="markdown",
+    help="Flywheel rounds recorded in the catalog.",
+    no_args_is_help=True,
+)
+datasets_app = typer.Typer(
+    rich_markup_mode="markdown", help="Frozen dataset versions.", no_args_is_help=True
+)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 

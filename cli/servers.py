@@ -12,8 +12,9 @@ if TYPE_CHECKING:
     from flows.servers import ManagedServer
 
 server_app = typer.Typer(
+    rich_markup_mode="markdown",
     help="Local servers (Prefect, Label Studio, the model): start, stop, status; "
-    "state under <home>/servers/.",
+    "state under the state folder's servers/ (FLYWHEEL_HOME).",
     no_args_is_help=True,
 )
 

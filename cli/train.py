@@ -14,7 +14,9 @@ from storage import Catalog
 from training.settings import parse_assignments
 from training.settings import resolve_dataset as resolve_latest
 
-models_app = typer.Typer(help="Trained models in the registry.", no_args_is_help=True)
+models_app = typer.Typer(
+    rich_markup_mode="markdown", help="Trained models in the registry.", no_args_is_help=True
+)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 

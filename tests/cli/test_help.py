@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any, get_args
 
 import typer
+from typer.testing import CliRunner
 
 from cli.main import app
 from cli.output import BUILT_BASES, COLLECTORS, EXPORT_FORMATS, choices
@@ -77,3 +78,22 @@ def test_every_option_of_fixed_values_lists_them() -> None:
         settings.BUILT_BASES,
         export.FORMATS,
     ) == (COLLECTORS, BUILT_BASES, EXPORT_FORMATS)
+
+
+WIDE = {"COLUMNS": "200", "TERMINAL_WIDTH": "200"}
+"""A terminal wide enough for a sentence of help on one line."""
+
+
+def test_help_reads_as_text_not_as_source() -> None:
+    """Docstrings become paragraphs (no line broken where the source broke it), code
+    marks and TOML tables show as written."""
+    runner = CliRunner()
+    paths = sorted({tuple(path.split()) for path, _ in _options()})
+    for path in [(), *paths]:
+        shown = runner.invoke(app, [*path, "--help"], env=WIDE).output
+        assert "``" not in shown, path
+    top = runner.invoke(app, ["--help"], env=WIDE).output
+    assert "construct, collect, curate, gate, propose, approve, freeze" in top
+    assert "as the Prefect flow trainer: SFT and/or online RL" in top
+    devices = runner.invoke(app, ["devices", "--help"], env=WIDE).output
+    assert "The device pool ([[devices.pool]])" in devices
