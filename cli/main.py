@@ -19,7 +19,7 @@ from cli.devices import devices_app
 from cli.feedback import feedback_app
 from cli.gate import gate_app
 from cli.identifiers import checked
-from cli.output import BUILT_BASES, COLLECTORS, choices
+from cli.output import BUILT_BASES, COLLECTORS, choices, emit_json, error_json
 from cli.plan import plan_app
 from cli.rounds import datasets_app, rounds_app, run_round_command
 from cli.servers import server_app
@@ -592,11 +592,35 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def main() -> None:
+    """The ``flywheel`` command. A refusal exits 1 with ``error: ...`` on stderr; with
+    ``--json``, as ``{"error": {"field", "problem", "allowed"}}`` on stdout (usage errors
+    too, with their exit code 2)."""
+    as_json = "--json" in sys.argv[1:]
     try:
-        app()
+        if not as_json:
+            app()
+            return
+        app(standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(1)
+    except typer.TyperException as exc:  # click's usage errors: a bad option, a bad value
+        param = getattr(exc, "param", None)
+        field = param.opts[0] if param is not None and param.opts else None
+        emit_json(error_json(field, exc.format_message(), None))
+        sys.exit(exc.exit_code)
+    except InvalidInputError as exc:
+        _refuse(as_json, exc, error_json(exc.field, exc.problem, exc.allowed))
     except FlywheelError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        _refuse(as_json, exc, error_json(None, str(exc), None))
     except ValidationError as exc:
-        typer.echo(f"error: {_first_error(exc)}", err=True)
-        sys.exit(1)
+        _refuse(as_json, _first_error(exc), error_json(None, _first_error(exc), None))
+
+
+def _refuse(as_json: bool, shown: object, payload: dict[str, Any]) -> None:
+    if as_json:
+        emit_json(payload)
+    else:
+        typer.echo(f"error: {shown}", err=True)
+    sys.exit(1)

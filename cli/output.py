@@ -18,6 +18,13 @@ def emit_json(value: Any) -> None:
     sys.stdout.buffer.write(b"\n")
 
 
+def error_json(field: str | None, problem: str, allowed: Iterable[object] | None) -> dict[str, Any]:
+    """A refusal as ``--json`` prints it: ``{"error": {"field", "problem", "allowed"}}``
+    (``field`` None: the command as a whole)."""
+    listed = [str(v) for v in allowed] if allowed is not None else None
+    return {"error": {"field": field, "problem": problem, "allowed": listed}}
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     cells = [list(map(str, headers))] + [[_cell(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]

@@ -50,9 +50,11 @@ def server_start(
     home: HomeOpt = None,
     port: PortOpt = None,
     timeout: TimeoutOpt = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Start a server detached (no-op if it runs) and wait until it answers, saying so
     every few seconds; one that does not answer in time is stopped."""
+    from cli.output import emit_json
     from flows.servers import SERVERS
 
     server = _server(name, home, port)
@@ -60,6 +62,9 @@ def server_start(
         server.with_timeout(timeout)
     server.progress = lambda line: typer.echo(line, err=True)
     status = server.start()
+    if as_json:
+        emit_json({**asdict(status), "log": str(server.log_file)})
+        return
     kind = SERVERS[name]
     typer.echo(f"{kind.title} server running (pid {status.pid}), log {server.log_file}")
     typer.echo(f"{kind.title}{' UI' if kind.has_ui else ''}: {status.url}")

@@ -86,6 +86,25 @@ def test_bad_input_exits_non_zero_naming_the_field(args: tuple[str, ...], names:
         assert name in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "field", "allowed", "code"),
+    [
+        (("episode", "--policy", "oracle"), "policy", ["scripted", "openai", "champion"], 1),
+        (("tasks", "sample", "--n", "-1"), "--n", None, 2),  # refused by the option itself
+        (("tasks", "sample", "--capability", "flying"), "--capability", None, 2),
+    ],
+)
+def test_with_json_a_refusal_is_json_naming_the_field(
+    args: tuple[str, ...], field: str, allowed: list[str] | None, code: int
+) -> None:
+    result = run(*args, "--json", check=False)
+    assert result.returncode == code
+    error = json.loads(result.stdout)["error"]
+    assert error["field"] == field and error["problem"]
+    assert error["allowed"] == allowed
+    assert "Traceback" not in result.stderr
+
+
 def test_validate_refuses_a_malformed_verifier_spec(tmp_path: Path) -> None:
     task = json.loads(run("tasks", "sample", "--n", "1", "--seed", "5", "--json").stdout)[0]
     good = tmp_path / "good.json"

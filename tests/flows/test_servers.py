@@ -60,6 +60,9 @@ def test_start_status_stop_a_real_prefect_server(
     began = time.monotonic()
     assert server.start().pid == status.pid  # idempotent: the running server is reused
     assert time.monotonic() - began < 5
+    started = json.loads(_cli("start", "prefect", *where, "--json"))
+    assert (started["pid"], started["healthy"]) == (status.pid, True)
+    assert started["log"] == str(server.log_file)
     alone = {
         "name": "prefect",
         "running": True,
