@@ -24,6 +24,8 @@ from envs.backend import Backend
 BackendLease = Callable[[int], Backend]
 """The backend for an attempt number: a retry goes to another device."""
 ShardWriter = Callable[[Sequence[Trajectory], Path], object]
+EpisodeHook = Callable[[Trajectory], object]
+"""Told of every episode as it ends (progress reports)."""
 
 
 class CollectorState(TypedDict, total=False):
@@ -43,7 +45,11 @@ class CollectorNode(Protocol):
 
 
 def make_run_episodes(
-    lease: BackendLease, policy: Policy, max_steps: int | None, max_attempts: int
+    lease: BackendLease,
+    policy: Policy,
+    max_steps: int | None,
+    max_attempts: int,
+    on_episode: EpisodeHook | None = None,
 ) -> CollectorNode:
     def run_episodes(state: CollectorState) -> CollectorState:
         """Run the pending tasks; those whose backend failed come back for another try."""
@@ -62,6 +68,8 @@ def make_run_episodes(
                 attempt=attempt,
             )
             done.append(trajectory)
+            if on_episode is not None:
+                on_episode(trajectory)
             if trajectory.metadata.outcome is Outcome.BACKEND_ERROR and attempt + 1 < max_attempts:
                 retry.append((task, attempt + 1))
         return {"trajectories": done, "pending": retry}
@@ -91,14 +99,18 @@ def build_trajectory_collector_graph(
     writer: ShardWriter | None = None,
     max_steps: int | None = None,
     max_attempts: int = 3,
+    on_episode: EpisodeHook | None = None,
 ) -> CompiledStateGraph[CollectorState, None, CollectorState, CollectorState]:
-    """The collector for one policy; ``lease`` gives a backend per attempt."""
+    """The collector for one policy; ``lease`` gives a backend per attempt;
+    ``on_episode`` hears of every episode as it ends."""
 
     def retry_or_write(state: CollectorState) -> str:
         return "run_episodes" if state.get("pending") else "write_shard"
 
     graph = StateGraph(CollectorState)
-    graph.add_node("run_episodes", make_run_episodes(lease, policy, max_steps, max_attempts))
+    graph.add_node(
+        "run_episodes", make_run_episodes(lease, policy, max_steps, max_attempts, on_episode)
+    )
     graph.add_node("write_shard", make_write_shard(writer))
     graph.add_edge(START, "run_episodes")
     graph.add_conditional_edges("run_episodes", retry_or_write, ["run_episodes", "write_shard"])
@@ -116,10 +128,16 @@ def collect_shard(
     writer: ShardWriter | None = None,
     max_steps: int | None = None,
     max_attempts: int = 3,
+    on_episode: EpisodeHook | None = None,
 ) -> list[Trajectory]:
     """Run the graph over one shard and return its trajectories (failed attempts too)."""
     graph = build_trajectory_collector_graph(
-        lease, policy, writer=writer, max_steps=max_steps, max_attempts=max_attempts
+        lease,
+        policy,
+        writer=writer,
+        max_steps=max_steps,
+        max_attempts=max_attempts,
+        on_episode=on_episode,
     )
     final = graph.invoke(
         {"round_id": round_id, "tasks": list(tasks), "shard_path": str(shard_path or "")},

@@ -23,6 +23,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 from pydantic import BaseModel, Field
 
+from agents.trajectory_collector import EpisodeHook
 from contract import (
     ROUND_ID,
     CurationRecord,
@@ -45,6 +46,7 @@ from flows.curation_stage import curate_round
 from flows.devices import require_a_ready_device
 from flows.gates import build_gate
 from flows.planning import next_plan
+from flows.progress import CollectionProgress
 from flows.round_stages import STAGES, RoundSummary
 from flows.settings import (
     ApprovalMode,
@@ -222,8 +224,11 @@ def collect_shard_task(
     settings: FlywheelSettings,
     policy: PolicyName | None = None,
     backend: stages.BackendName = "sandbox",
+    on_episode: EpisodeHook | None = None,
 ) -> list[Trajectory]:
-    return stages.collect_one_shard(home, round_id, shard, tasks, config, settings, policy, backend)
+    return stages.collect_one_shard(
+        home, round_id, shard, tasks, config, settings, policy, backend, on_episode
+    )
 
 
 @task(name="ingest", cache_policy=NO_CACHE, retries=1)
@@ -539,6 +544,7 @@ def _collect(
     runner: ThreadPoolTaskRunner[Any] = ThreadPoolTaskRunner(
         max_workers=settings.round.collect_workers
     )
+    progress = CollectionProgress(len(tasks), log)
     trajectories: list[Trajectory] = []
     with runner:
         futures = [
@@ -553,6 +559,7 @@ def _collect(
                     "settings": settings,
                     "policy": policy,
                     "backend": backend,
+                    "on_episode": quote(progress),
                 },
             )
             for name, policy, backend, shard in shards

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from agents.balancer import run_balancer
 from agents.llm import JsonLLM
 from agents.task_constructor import construct_tasks, resolve_recollection, what_it_asks
-from agents.trajectory_collector import collect_shard
+from agents.trajectory_collector import EpisodeHook, collect_shard
 from contract import (
     Capability,
     CollateralCheck,
@@ -116,16 +116,21 @@ def collect_one_shard(
     settings: FlywheelSettings,
     policy_name: str | None = None,
     backend: BackendName = "sandbox",
+    on_episode: EpisodeHook | None = None,
 ) -> list[Trajectory]:
     """Run one shard with ``policy_name`` (default: the round's policy) on ``backend``
     and write its Parquet file; a shard already on disk is read back, not rerun.
-    Returns the shard's trajectories.
+    Returns the shard's trajectories; ``on_episode`` hears of each (read back ones too).
 
     On ``device`` the shard leases one device of the pool at a time: an attempt whose
     device failed is tried again on another (``max_backend_attempts`` in all)."""
     path = shard_path(home, round_id, shard)
     if shard_complete(path):
-        return read_trajectory_shard(path)
+        stored = read_trajectory_shard(path)
+        if on_episode is not None:
+            for trajectory in stored:
+                on_episode(trajectory)
+        return stored
     policy = build_policy(
         policy_name or config.policy,
         settings,
@@ -159,6 +164,7 @@ def collect_one_shard(
             writer=lambda trajectories, p: write_trajectory_shard(trajectories, p, shard=shard),
             max_steps=config.max_steps,
             max_attempts=config.max_backend_attempts,
+            on_episode=on_episode,
         )
 
 

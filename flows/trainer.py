@@ -12,20 +12,18 @@ string annotations naming imported types do not resolve there.
 """
 
 from pathlib import Path
-from typing import Any, cast
-from uuid import UUID
+from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import (
     create_markdown_artifact,
-    create_progress_artifact,
     create_table_artifact,
-    update_progress_artifact,
 )
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
 from contract import DEFAULT_DEV_TASKS, FeedbackReport, ModelRecord, TaskSpec, TrainingMethod
+from flows.progress import ProgressArtifact
 from flows.settings import catalog_path, load_settings
 from storage import Catalog
 from training import rl as rl_training
@@ -38,29 +36,6 @@ from training.rl import RlResult, UpdateRecord
 from training.settings import LATEST, TINY, RlSettings, SftSettings, TrainRequest, resolve_dataset
 from training.sft import SftResult
 from training.trainer import Curves, TrainingData
-
-
-class _Progress:
-    """A progress artifact, updated at most every whole percent."""
-
-    def __init__(self, key: str, description: str) -> None:
-        self._id: UUID | None = None
-        self._shown = -1
-        self._key = key
-        self._description = description
-
-    def __call__(self, done: float, total: float) -> None:
-        percent = int(100 * done / total) if total else 100
-        if percent == self._shown:
-            return
-        self._shown = percent
-        if self._id is None:
-            self._id = cast(
-                "UUID",
-                create_progress_artifact(percent, key=self._key, description=self._description),
-            )
-        else:
-            update_progress_artifact(self._id, percent)
 
 
 @task(name="prepare", cache_policy=NO_CACHE)
@@ -98,7 +73,7 @@ def load_base_task(request: TrainRequest, data: TrainingData) -> BaseModel:
 @task(name="sft", cache_policy=NO_CACHE)
 def sft_task(base: BaseModel, data: TrainingData, settings: SftSettings, work: Path) -> SftResult:
     log = get_run_logger()
-    progress = _Progress("trainer-sft", "SFT steps done")
+    progress = ProgressArtifact("trainer-sft", "SFT steps done")
 
     def on_log(point: dict[str, Any]) -> None:
         progress(point["step"], point["max_steps"])
@@ -118,7 +93,7 @@ def rl_task(
     if settings.schedule_every:  # the schedule controller reads the development set
         with Catalog.open(catalog_path(home)) as catalog:
             probe = steps.dev_probe(steps.development_set(catalog, request), request)
-    progress = _Progress("trainer-rl", "RL updates done")
+    progress = ProgressArtifact("trainer-rl", "RL updates done")
 
     def on_update(update: UpdateRecord) -> None:
         progress(update.update, settings.updates)
@@ -162,7 +137,7 @@ def evaluate_task(home: Path, base: BaseModel, request: TrainRequest, name: str)
     note = steps.development_note(tasks, request)
     if note is not None:
         get_run_logger().warning("%s", note)
-    progress = _Progress("trainer-evaluation", "development episodes done")
+    progress = ProgressArtifact("trainer-evaluation", "development episodes done")
     evaluation = steps.evaluate_model(base, tasks, request, name, on_episode=progress)
     report = evaluation.report
     get_run_logger().info(

@@ -36,6 +36,17 @@ def test_backend_faults_are_retried_on_another_device_and_kept(sandbox: MobileSa
     assert {t.metadata.device for t in out} == {"sandbox-0", "sandbox-1"}
 
 
+def test_every_episode_is_told_as_it_ends_retries_too(sandbox: MobileSandbox) -> None:
+    tasks = sample_tasks(4, 5, sandbox, split=Split.TRAIN)
+    devices = _lease({0: 1.0, 1: 0.0, 2: 0.0})
+    heard: list[Trajectory] = []
+    out = collect_shard(
+        "round-p", tasks, devices.__getitem__, ScriptedPolicy(), on_episode=heard.append
+    )
+    assert sorted(t.id for t in heard) == sorted(t.id for t in out)
+    assert [t.metadata.attempt for t in heard] == [0] * 4 + [1] * 4  # in the order they ran
+
+
 def test_retries_are_bounded(sandbox: MobileSandbox) -> None:
     tasks = sample_tasks(3, 6, sandbox, split=Split.TRAIN)
     devices = _lease({0: 1.0, 1: 1.0, 2: 1.0, 3: 0.0})

@@ -57,6 +57,9 @@ def test_a_round_freezes_a_dataset_and_shows_on_the_server(
         artifacts = client.read_artifacts()
     keys = {a.key for a in artifacts if str(a.flow_run_id) == out["flow_run_id"]}
     assert {"round-stage-counts", "round-capabilities", "round-summary", "dataset-proposal"} <= keys
+    (collection,) = [a for a in artifacts if a.key == "round-collection"
+                     and str(a.flow_run_id) == out["flow_run_id"]]  # fmt: skip
+    assert collection.type == "progress" and collection.data == 100
 
     dataset = flywheel_json(tmp_path, prefect_api_url, "datasets", "show", out["dataset_version"])
     assert dataset["size"] == counts["in_dataset"]

@@ -1,0 +1,89 @@
+"""Progress that people can see: a Prefect progress artifact, and log lines that say how
+far long work has come (collection, SFT, RL, evaluation), so a terminal is never silent
+for minutes.
+
+Both are safe to call from the worker threads a flow's task runner uses.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, cast
+from uuid import UUID
+
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
+
+from contract import Trajectory
+
+LOG_EVERY_S = 15.0
+"""A progress line at most this often (and at every tenth of the way)."""
+
+
+class ProgressArtifact:
+    """A progress artifact, updated at most once per whole percent."""
+
+    def __init__(self, key: str, description: str) -> None:
+        self._id: UUID | None = None
+        self._shown = -1
+        self._key = key
+        self._description = description
+        self._lock = threading.Lock()
+
+    def __call__(self, done: float, total: float) -> None:
+        percent = min(100, int(100 * done / total)) if total else 100
+        with self._lock:
+            if percent == self._shown:
+                return
+            self._shown = percent
+            if self._id is None:
+                self._id = cast(
+                    "UUID",
+                    create_progress_artifact(percent, key=self._key, description=self._description),
+                )
+            else:
+                update_progress_artifact(self._id, percent)
+
+
+class CollectionProgress:
+    """Episodes collected out of a round's tasks, from every shard's thread: the
+    ``round-collection`` progress artifact, and a log line every ``LOG_EVERY_S`` seconds
+    or tenth of the way with the outcomes so far. Retries after a backend fault count as
+    episodes too, so the count can pass the tasks; the artifact stops at 100%."""
+
+    def __init__(
+        self,
+        tasks: int,
+        log: Any,
+        *,
+        every_s: float = LOG_EVERY_S,
+        artifact: Callable[[float, float], None] | None = None,
+    ) -> None:
+        self.tasks = tasks
+        self._log = log
+        self._every_s = every_s
+        self._artifact = artifact or ProgressArtifact("round-collection", "episodes collected")
+        self._lock = threading.Lock()
+        self._outcomes: Counter[str] = Counter()
+        self._said_at = time.monotonic()
+        self._said_tenth = 0
+
+    @property
+    def episodes(self) -> int:
+        return self._outcomes.total()
+
+    def __call__(self, trajectory: Trajectory) -> None:
+        with self._lock:
+            self._outcomes[trajectory.metadata.outcome.value] += 1
+            done = self._outcomes.total()
+            tenth = 10 * done // self.tasks if self.tasks else 10
+            now = time.monotonic()
+            say = tenth > self._said_tenth or now - self._said_at >= self._every_s
+            if say:
+                self._said_at, self._said_tenth = now, max(tenth, self._said_tenth)
+                outcomes = ", ".join(f"{n} {k}" for k, n in sorted(self._outcomes.items()))
+        self._artifact(done, self.tasks)
+        if say:
+            self._log.info("collected %d of %d episodes (%s)", done, self.tasks, outcomes)

@@ -1,0 +1,60 @@
+"""Progress reports: a line at every tenth of the way (or when time passes) with the
+outcomes so far, and the artifact told of every episode, from any thread."""
+
+from __future__ import annotations
+
+import threading
+
+from contract import Outcome, Trajectory
+from flows.progress import CollectionProgress
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, message: str, *args: object) -> None:
+        self.lines.append(message % args)
+
+
+def test_collection_progress_says_each_tenth_and_counts_outcomes(
+    faulty_trajectories: list[Trajectory],
+) -> None:
+    episodes = faulty_trajectories[:40]
+    log, told = _Log(), []
+    progress = CollectionProgress(
+        len(episodes), log, every_s=1e9, artifact=lambda done, total: told.append((done, total))
+    )
+
+    def tell(part: list[Trajectory]) -> None:
+        for trajectory in part:
+            progress(trajectory)
+
+    threads = [
+        threading.Thread(target=tell, args=(part,)) for part in (episodes[0::2], episodes[1::2])
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert progress.episodes == 40
+    assert sorted(done for done, _ in told) == list(range(1, 41)) and {t for _, t in told} == {40}
+    assert len(log.lines) == 10, log.lines  # one a tenth of the way
+    assert log.lines[-1].startswith("collected 40 of 40 episodes (")
+    successes = sum(t.metadata.outcome is Outcome.SUCCESS for t in episodes)
+    assert f"{successes} success" in log.lines[-1]
+
+
+def test_collection_progress_speaks_up_when_time_passes(
+    faulty_trajectories: list[Trajectory],
+) -> None:
+    log = _Log()
+    progress = CollectionProgress(1000, log, every_s=0.0, artifact=lambda done, total: None)
+    for trajectory in faulty_trajectories[:3]:
+        progress(trajectory)
+    assert [line.split(" (")[0] for line in log.lines] == [
+        "collected 1 of 1000 episodes",
+        "collected 2 of 1000 episodes",
+        "collected 3 of 1000 episodes",
+    ]
