@@ -106,6 +106,8 @@ def dataset_card(
         _columns(),
         "## Loading\n",
         _loading(fmt),
+        "## Training with TRL, the mask applied\n",
+        _trl(fmt),
     ]
     return "\n".join(part for part in parts if part)
 
@@ -327,6 +329,46 @@ sandbox.reset(task)  # the seeded initial state
 verdict = verify(task.verifier, steps, sandbox.evidence())
 ```
 """
+
+
+def trl_snippet(fmt: str) -> str:
+    """A few lines that train a model on the ``sft`` split with TRL's ``SFTTrainer``,
+    honouring ``trained``: the flywheel's ``tokenize_rows`` turns the flags into an
+    ``assistant_masks`` column of a pre-tokenized dataset, from which TRL builds the
+    labels. ``BASE`` and ``STEPS`` are for the reader to set."""
+    if fmt == "hf":
+        loader, split = "load_from_disk", 'load_from_disk("hf")["sft"]'
+    else:
+        loader = "load_dataset"
+        split = 'load_dataset("parquet", data_files="parquet/sft.parquet", split="train")'
+    return (
+        "import torch\n"
+        f"from datasets import {loader}\n"
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        "from trl import SFTConfig, SFTTrainer\n"
+        "from training.sft import tokenize_rows  # the flywheel's: trained -> assistant_masks\n"
+        "\n"
+        "tokenizer = AutoTokenizer.from_pretrained(BASE)\n"
+        f"train = tokenize_rows(tokenizer, {split}, max_length=4096).dataset()\n"
+        "model = AutoModelForCausalLM.from_pretrained(BASE)\n"
+        'config = SFTConfig("out", max_steps=STEPS, max_length=4096, '
+        "bf16=torch.cuda.is_available())\n"
+        "SFTTrainer(model, config, train_dataset=train, processing_class=tokenizer).train()\n"
+    )
+
+
+def _trl(fmt: str) -> str:
+    return (
+        "`SFTTrainer` on `messages` as they are would train every assistant turn, the "
+        "masked ones too: TRL does not read `trained`. It does read a pre-tokenized dataset "
+        "(`input_ids`) with an `assistant_masks` column, and builds the labels from it. With "
+        "the flywheel installed, `training.sft.tokenize_rows` renders each row with the "
+        "model's chat template and marks the tokens of the trained turns (rows with none are "
+        "dropped), so plain TRL trains what the flywheel trains. Give both the same "
+        "`max_length`: TRL cuts rows to its own (1,024 tokens unless told) and leaves out "
+        "a row whose trained tokens the cut removed.\n\n"
+        f"```python\n{trl_snippet(fmt)}```\n"
+    )
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:

@@ -781,3 +781,45 @@ def test_the_command_exports_and_prints_what_it_wrote(frozen: Frozen, tmp_path: 
     assert text.returncode == 0, text.stderr
     assert f"Exported {frozen.version.id} (hf)" in text.stdout
     assert "README.md" in text.stdout
+
+
+def test_the_cards_trl_snippet_trains_with_the_mask_applied(
+    hf_export: ExportReport, sft: datasets.Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The card's TRL lines, run as they are (a tiny model folder for ``BASE``): plain
+    ``SFTTrainer`` trains, and its labels leave out exactly the untrained turns' tokens."""
+    from trl.trainer.sft_config import SFTConfig
+    from trl.trainer.sft_trainer import SFTTrainer
+
+    from training.base_model import BaseModel, save_model, tiny_model, train_tokenizer
+    from training.sft import tokenize_rows
+
+    card = (hf_export.out_dir / "README.md").read_text()
+    snippet = card.split("## Training with TRL", 1)[1].split("```python\n", 1)[1]
+    snippet = snippet.split("```", 1)[0]
+    template = train_tokenizer(["a"])  # renders rows; a vocabulary learnt from them follows
+    rendered = [
+        str(template.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False))
+        for row in sft
+    ]
+    tokenizer = train_tokenizer(rendered)
+    folder = tmp_path / "tiny"
+    save_model(BaseModel(tiny_model(tokenizer), tokenizer, "tiny"), folder)
+    monkeypatch.chdir(hf_export.out_dir)  # the card's paths are relative to its folder
+    exec(snippet, {"BASE": str(folder), "STEPS": 1})
+    assert (hf_export.out_dir / "out").is_dir()
+
+    tokenized = tokenize_rows(tokenizer, sft, max_length=4096)
+    trainer = SFTTrainer(
+        tiny_model(tokenizer),
+        SFTConfig(str(tmp_path / "check"), max_steps=1, max_length=4096, bf16=False),
+        train_dataset=tokenized.dataset(),
+        processing_class=tokenizer,
+    )
+    assert isinstance(trainer.train_dataset, datasets.Dataset)
+    labels = trainer.train_dataset["labels"]
+    for ids, mask, row_labels in zip(
+        tokenized.input_ids, tokenized.assistant_masks, labels, strict=True
+    ):
+        assert row_labels == [t if m else -100 for t, m in zip(ids, mask, strict=True)]
+    assert any(0 in mask for mask in tokenized.assistant_masks), "some turns are masked"
