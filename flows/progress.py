@@ -87,3 +87,25 @@ class CollectionProgress:
         self._artifact(done, self.tasks)
         if say:
             self._log.info("collected %d of %d episodes (%s)", done, self.tasks, outcomes)
+
+
+class Milestones:
+    """A log line at every tenth of the way, or when ``every_s`` seconds passed since the
+    last: for work that reports ``(done, total)`` (evaluation episodes)."""
+
+    def __init__(self, log: Any, what: str, *, every_s: float = LOG_EVERY_S) -> None:
+        self._log = log
+        self._what = what
+        self._every_s = every_s
+        self._said_at = time.monotonic()
+        self._said_tenth = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, done: float, total: float) -> None:
+        tenth = int(10 * done // total) if total else 10
+        with self._lock:
+            now = time.monotonic()
+            if tenth <= self._said_tenth and now - self._said_at < self._every_s:
+                return
+            self._said_at, self._said_tenth = now, max(tenth, self._said_tenth)
+        self._log.info("%s: %d of %d", self._what, done, total)

@@ -23,7 +23,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
 from contract import DEFAULT_DEV_TASKS, FeedbackReport, ModelRecord, TaskSpec, TrainingMethod
-from flows.progress import ProgressArtifact
+from flows.progress import Milestones, ProgressArtifact
 from flows.settings import catalog_path, load_settings
 from storage import Catalog
 from training import rl as rl_training
@@ -40,9 +40,10 @@ from training.trainer import Curves, TrainingData
 
 @task(name="prepare", cache_policy=NO_CACHE)
 def prepare_task(home: Path, request: TrainRequest) -> TrainingData:
+    log = get_run_logger()
+    log.info("preparing %s: its export for training (made once, then reused)", request.dataset_id)
     with Catalog.open(catalog_path(home)) as catalog:
         data = steps.prepare(catalog, home, request)
-    log = get_run_logger()
     log.info(
         "dataset %s: %d SFT rows, %d RL tasks (export %s)",
         request.dataset_id,
@@ -79,6 +80,8 @@ def sft_task(base: BaseModel, data: TrainingData, settings: SftSettings, work: P
         progress(point["step"], point["max_steps"])
         log.info("SFT step %d/%d: loss %.4f", point["step"], point["max_steps"], point["loss"])
 
+    log.info("SFT: tokenizing %d rows (up to %d tokens each), then training", len(data.sft),
+             settings.max_length)  # fmt: skip
     with steps.out_of_memory_guard("SFT", "sft.batch_size or sft.max_length"):
         return sft_training.run_sft(base, data.sft, settings, work / "sft", on_log=on_log)
 
@@ -138,7 +141,13 @@ def evaluate_task(home: Path, base: BaseModel, request: TrainRequest, name: str)
     if note is not None:
         get_run_logger().warning("%s", note)
     progress = ProgressArtifact("trainer-evaluation", "development episodes done")
-    evaluation = steps.evaluate_model(base, tasks, request, name, on_episode=progress)
+    said = Milestones(get_run_logger(), "development episodes done")
+
+    def on_episode(done: float, total: float) -> None:
+        progress(done, total)
+        said(done, total)
+
+    evaluation = steps.evaluate_model(base, tasks, request, name, on_episode=on_episode)
     report = evaluation.report
     get_run_logger().info(
         "development set: %d tasks, overall %s, %s",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from contract import Outcome, Trajectory
-from flows.progress import CollectionProgress
+from flows.progress import CollectionProgress, Milestones
 
 
 class _Log:
@@ -58,3 +58,11 @@ def test_collection_progress_speaks_up_when_time_passes(
         "collected 2 of 1000 episodes",
         "collected 3 of 1000 episodes",
     ]
+
+
+def test_milestones_are_said_each_tenth_once() -> None:
+    log = _Log()
+    said = Milestones(log, "development episodes done", every_s=1e9)
+    for done in range(1, 121):
+        said(done, 120)
+    assert log.lines == [f"development episodes done: {12 * k} of 120" for k in range(1, 11)]
