@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,7 +22,11 @@ gate_app = typer.Typer(
 
 RoundOpt = Annotated[
     str | None,
-    typer.Option("--round", help="round id (default: the newest)", callback=checked(ROUND_ID)),
+    typer.Option(
+        "--round",
+        help="round id (default: the newest round gated in Label Studio, else the newest)",
+        callback=checked(ROUND_ID),
+    ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 
@@ -93,14 +98,23 @@ def _round(catalog: Catalog, round_id: str | None) -> RoundInfo:
 
     rounds = catalog.list_rounds()
     if round_id is None:
-        if not rounds:
-            raise InvalidInputError("round", "the catalog has no round yet: run a round first")
-        return max(rounds, key=lambda r: r.started_at)
+        return newest_gated(rounds)
     for info in rounds:
         if info.id == round_id:
             return info
     recent = [r.id for r in sorted(rounds, key=lambda r: r.started_at, reverse=True)[:5]]
     raise InvalidInputError("round", f"unknown round {round_id!r}", recent)
+
+
+def newest_gated(rounds: Sequence[RoundInfo]) -> RoundInfo:
+    """The round a person most likely means: the newest one whose items went to Label
+    Studio (where the work is), else the newest of all."""
+    from contract import InvalidInputError
+
+    if not rounds:
+        raise InvalidInputError("round", "the catalog has no round yet: run a round first")
+    people = [r for r in rounds if r.config.get("gate") == "label-studio"]
+    return max(people or rounds, key=lambda r: r.started_at)
 
 
 def _show(status: dict[str, Any], as_json: bool) -> None:
