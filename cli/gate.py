@@ -123,3 +123,10 @@ def _show(status: dict[str, Any], as_json: bool) -> None:
         return
     typer.echo(f"Gate of {status['round_id']}")
     typer.echo(table(("decision", "items"), [(k, v) for k, v in status.items() if k != "round_id"]))
+    if status["carried_over"]:
+        typer.echo(
+            f"\n{status['carried_over']} item(s) were undecided when the round ended: they are "
+            "asked about again in the next round's gate, and what people decide joins that "
+            "round's dataset version (this round's version is frozen). To build one now: "
+            "flywheel round"
+        )
