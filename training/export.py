@@ -29,7 +29,7 @@ import re
 import shutil
 import traceback
 from collections import deque
-from collections.abc import Container, Generator, Iterable, Iterator, Sequence
+from collections.abc import Container, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
@@ -383,14 +383,14 @@ class _Builder:
         """The rows of the members ``part``: ``rl_tasks`` rows for the tasks not in
         ``skip``, each from the first member that has it."""
         with gc_paused():
-            trajectories = self.catalog.trajectories_by_ids(
+            trajectories, specs = self.catalog.trajectories_with_specs(
                 [m.trajectory_id for m in part], verify_ids=self.verify
             )
             sft: list[dict[str, Any]] = []
             rl: dict[str, dict[str, Any]] = {}
             counted: list[tuple[dict[str, Any], list[bool]]] = []
             for member, trajectory in zip(part, trajectories, strict=True):
-                row, assistant = self._sft_row(member, trajectory, rl, skip)
+                row, assistant = self._sft_row(member, trajectory, rl, skip, specs)
                 sft.append(row)
                 counted.append(({name: row[name] for name in _COUNTED}, assistant))
             del trajectories
@@ -403,10 +403,12 @@ class _Builder:
         trajectory: Trajectory,
         rl: dict[str, dict[str, Any]],
         skip: Container[str],
+        specs: Mapping[str, str],
     ) -> tuple[dict[str, Any], list[bool]]:
         """``trajectory``'s ``sft`` row and its assistant messages' ``trained`` flags; its
         task's ``rl_tasks`` row goes into ``rl`` the first time the task comes, unless
-        ``skip`` has it."""
+        ``skip`` has it, with the spec as the catalog stores it (``specs``: canonical JSON,
+        what ``to_json`` writes)."""
         task = trajectory.task
         max_steps = self._budget(trajectory)
         view = task_view(task, self.source, max_steps)
@@ -440,13 +442,13 @@ class _Builder:
             if message["role"] == "assistant"
         ]
         if task.id not in rl and task.id not in skip:
-            spec = task.model_dump(mode="json")  # what ``to_json`` dumps: once for both
+            stored = specs.get(task.id) or task.to_json().decode()
             rl[task.id] = {
                 "task_id": task.id,
                 "fingerprint": task.fingerprint,
                 "seed": task.initial_conditions.seed,
-                "task_spec": canonical_json(spec).decode(),
-                "verifier": canonical_json(spec["verifier"]).decode(),
+                "task_spec": stored,
+                "verifier": canonical_json(orjson.loads(stored)["verifier"]).decode(),
                 "capabilities": capabilities,
                 "difficulty": row["difficulty"],
                 "goal": task.goal,
