@@ -30,11 +30,18 @@ def _ok(result: subprocess.CompletedProcess[str]) -> Any:
 
 
 def _fails(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """Exit 1, no traceback; the refusal on stderr, or with ``--json`` as a JSON error on
+    stdout (and nothing else on either)."""
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
-    assert result.stdout == ""
+    said = result.stderr
+    if "--json" in result.args:
+        assert result.stderr == ""
+        said = json.loads(result.stdout)["error"]["problem"]
+    else:
+        assert result.stdout == ""
     for needle in needles:
-        assert needle in result.stderr, result.stderr
+        assert needle in said, said
 
 
 def test_ingest_list_show_and_ingest_again(tmp_path: Path) -> None:
@@ -95,7 +102,7 @@ def test_a_malformed_report_exits_1_naming_the_field_and_stores_nothing(tmp_path
     bad.write_text(json.dumps(data))
     _fails(
         run(tmp_path, "feedback", "ingest", str(bad), "--json"),
-        f"error: {bad}: format_version: 2 is not supported by this reader (allowed: 1)",
+        f"{bad}: format_version: 2 is not supported by this reader (allowed: 1)",
     )
     bad.write_text("{not json")
     _fails(run(tmp_path, "feedback", "ingest", str(bad)), "report: not valid JSON")

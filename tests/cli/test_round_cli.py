@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -20,10 +21,15 @@ def run(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def _fails(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """Exit 1, no traceback; the refusal on stderr, or with ``--json`` as a JSON error on
+    stdout."""
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
+    said = result.stderr
+    if "--json" in result.args:
+        said = json.dumps(json.loads(result.stdout)["error"])
     for needle in needles:
-        assert needle in result.stderr, result.stderr
+        assert needle in said, said
 
 
 def test_listing_without_a_catalog_says_to_run_a_round(tmp_path: Path) -> None:

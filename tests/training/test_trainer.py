@@ -429,7 +429,7 @@ def test_a_base_that_is_not_a_model_is_refused_when_loading(
         ({"eval_samples": 65}, "eval_samples", "less than or equal to 64"),
         ({"dev_tasks": 0}, "dev_tasks", "greater than or equal to 1"),
         ({"epochs": 3}, "epochs", "is not a field of this record"),
-        ({"sft": {"lr": 0.1}}, "sft.lr", "is not a field of this record"),
+        ({"sft": {"lr": 0.1}}, "sft.lr", "is not a setting"),
         ({"sft": "fast"}, "sft", "must be an object"),
         ({"dataset_id": ""}, "dataset_id", "does not match"),
         ({"dataset_id": "../ds-x"}, "dataset_id", "does not match"),
