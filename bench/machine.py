@@ -29,34 +29,37 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+_SESSION, _UTIME, _STIME, _CSTIME = 3, 11, 12, 14
+"""Positions in ``/proc/<pid>/stat`` after the command's closing parenthesis (state is 0);
+cutime (13) lies between stime and cstime."""
+
+
+def _stat(path: Path) -> list[str] | None:
+    """The fields of a ``/proc/<pid>/stat`` after the command; None for a gone process."""
+    try:
+        return path.read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
 def process_cpu_seconds(pid: int) -> float:
     """CPU seconds (user and system, every thread) of the live process ``pid``, from
     ``/proc`` (Linux); 0.0 for a process that has gone or without ``/proc``."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
+    fields = _stat(Path(f"/proc/{pid}/stat"))
+    if fields is None:
         return 0.0
-    # after the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt
-    # cmajflt utime(11) stime(12)
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[_UTIME]) + int(fields[_STIME])) / os.sysconf("SC_CLK_TCK")
 
 
 def session_cpu_seconds(session: int) -> float:
     """CPU seconds of every live process in ``session`` (with their waited-for children),
     from ``/proc`` (Linux); 0.0 where ``/proc`` is missing."""
-    ticks = os.sysconf("SC_CLK_TCK")
     total = 0
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:  # gone meanwhile
-            continue
-        # after the command: state ppid pgrp session ... utime(12) stime(13) cutime cstime
-        if int(fields[3]) == session:
-            total += sum(int(v) for v in fields[11:15])
-    return total / ticks
+        fields = _stat(entry / "stat") if entry.name.isdigit() else None
+        if fields is not None and int(fields[_SESSION]) == session:
+            total += sum(int(v) for v in fields[_UTIME : _CSTIME + 1])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
