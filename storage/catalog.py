@@ -44,6 +44,7 @@ from storage import carry_over, dataset_diff, datasets, deployments, feedback, i
 from storage.bulk import gc_paused
 from storage.curation_columns import CurationColumns, curation_columns
 from storage.errors import CatalogError, UnknownIdError
+from storage.export_columns import ExportColumns, export_columns
 from storage.feedback import FeedbackSummary
 from storage.ingest import IngestReport
 from storage.migrations import SCHEMA_VERSION, migrate, schema_version
@@ -394,29 +395,33 @@ class Catalog:
         Every id is recomputed from the rebuilt content unless ``verify_ids`` is False:
         bulk readers of rows this catalog wrote skip it (it is a third of the cost).
         """
-        return self.trajectories_with_specs(trajectory_ids, verify_ids=verify_ids)[0]
-
-    def trajectories_with_specs(
-        self, trajectory_ids: Sequence[str], *, verify_ids: bool = True
-    ) -> tuple[list[Trajectory], dict[str, str]]:
-        """``trajectories_by_ids``, and the stored spec (canonical JSON) of each one's task
-        by task id: what an export writes without dumping the task again."""
         wanted = list(dict.fromkeys(trajectory_ids))
         if not wanted:
-            return [], {}
-        specs: dict[str, str] = {}
+            return []
         with self._connect() as con:
             with registered(con, "_wanted", ids_table(wanted)):
                 found = {
                     t.id: t
                     for t in _load_trajectories(
-                        con, "t.id IN (SELECT id FROM _wanted)", [], verify_ids, specs
+                        con, "t.id IN (SELECT id FROM _wanted)", [], verify_ids
                     )
                 }
             missing = next((i for i in wanted if i not in found), None)
             if missing is not None:
                 raise UnknownIdError("trajectory", missing, recent_ids(con, "trajectories"))
-        return [found[i] for i in trajectory_ids], specs
+        return [found[i] for i in trajectory_ids]
+
+    def export_columns(self, dataset_id: str, start: int, stop: int) -> ExportColumns:
+        """What an export reads of the members of ``dataset_id`` at positions
+        ``[start, stop)``, as columns (no record rebuilt); UnknownIdError names the first
+        member trajectory the catalog does not hold."""
+        with self._connect() as con:
+            columns = export_columns(con, dataset_id, start, stop)
+            policies = columns.members.column("policy")
+            if policies.null_count:
+                ids = columns.members.column("trajectory_id").filter(policies.is_null())
+                raise UnknownIdError("trajectory", ids[0].as_py(), recent_ids(con, "trajectories"))
+        return columns
 
     def curation_columns(self, trajectory_ids: Sequence[str]) -> CurationColumns:
         """What the curator reads of ``trajectory_ids``, as columns (no record rebuilt);
@@ -923,10 +928,8 @@ def _load_trajectories(
     where: str,
     params: Sequence[Any],
     verify_ids: bool = True,
-    specs_out: dict[str, str] | None = None,
 ) -> list[Trajectory]:
-    """Rebuild the trajectories matching ``where`` (over ``trajectories t``), by id;
-    ``specs_out`` receives each task's stored spec text by task id."""
+    """Rebuild the trajectories matching ``where`` (over ``trajectories t``), by id."""
     rows = dicts(
         con,
         "SELECT t.id, t.task_id, t.metadata, t.cost, v.passed, v.score, v.progress, v.checks "
@@ -956,8 +959,6 @@ def _load_trajectories(
             "SELECT id, spec FROM tasks WHERE id IN (SELECT task_id FROM _found)"
         ).fetchall()
     context = None if verify_ids else {TRUSTED_IDS: True}
-    if specs_out is not None:
-        specs_out.update((task_id, spec) for task_id, spec in specs)
     with gc_paused():
         tasks = {
             task_id: TaskSpec.model_validate_json(spec, context=context) for task_id, spec in specs

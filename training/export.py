@@ -14,9 +14,13 @@ Messages and tools are ``datasets.Json`` values: each message keeps exactly its 
 (Arrow structs would give every message every key, ``None`` where absent, which chat
 templates misread), and tool-call arguments are JSON objects, as chat templates expect.
 
-An export streams: members are loaded, turned into rows and written ``CHUNK`` at a time,
+An export streams: members are read, turned into rows and written ``CHUNK`` at a time,
 so its memory is bounded by a chunk, not by the version (hundreds of thousands of
-members); the card counts the rows as they pass (``CardTally``).
+members); the card counts the rows as they pass (``CardTally``). Rows are built from the
+catalog's columns (``Catalog.export_columns``: actions and feedback as stored JSON, each
+task's spec once), not from rebuilt ``Trajectory`` records; the chat is the one a record
+gives (``ChatStep``: both paths meet in ``conversation``), and each set of candidate tools
+is rendered once.
 """
 
 from __future__ import annotations
@@ -29,12 +33,12 @@ import re
 import shutil
 import traceback
 from collections import deque
-from collections.abc import Container, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, NamedTuple, Protocol, get_args
 
 import datasets
 import numpy as np
@@ -47,25 +51,24 @@ from datasets.arrow_writer import get_parquet_column_options
 
 from agents.policies.base import TaskView
 from agents.policies.chat_format import (
+    OPENAI_POLICY,
+    ChatStep,
     ToolSource,
+    conversation,
     format_tools,
     opening_messages,
-    task_view,
     template_messages,
-    trajectory_conversation,
 )
 from agents.runner import DEFAULT_MAX_STEPS
 from contract import (
-    DatasetMember,
     DatasetVersion,
     InvalidInputError,
     Outcome,
     Split,
-    Trajectory,
+    ToolSpec,
     canonical_json,
     content_hash,
 )
-from curation.attribution import erroneous_steps
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import split_of
 from envs.sandbox.templates.registry import ALL_TEMPLATES
@@ -80,11 +83,12 @@ SFT = "sft"
 RL_TASKS = "rl_tasks"
 RECOVERY = "recovery"
 """The outcome of a success that went through an error: a verified recovery."""
-CHUNK = 4_000
-"""Members loaded, turned into rows and written at a time: an export's memory grows with
-the chunk (about 150 KB a member: the loaded trajectories, their rows, the catalog's
-query), not with the version. Each load also costs a scan of the catalog's steps, which
-grows with the catalog: fewer, larger chunks."""
+CHUNK = 10_000
+"""Members read, turned into rows and written at a time: an export's memory grows with
+the chunk (a 10,000-member chunk of a 200,000-trajectory catalog peaked at 1.5 GB in one
+process, imports included), not with the version. Each read also costs a scan of the
+catalog's steps, which grows with the catalog: fewer, larger chunks (at 200,000
+trajectories, 4,000-member chunks made the export 20% slower)."""
 SHARD_BYTES = 500_000_000
 """The size at which an ``hf`` split goes on in a new Arrow file: ``save_to_disk``'s
 default ``max_shard_size``."""
@@ -193,13 +197,15 @@ def export_dataset(
     ``verify`` recomputes every member's content id from its stored rows while loading
     it (a drifted row is refused); off by default, as freezing the version and ingesting
     its trajectories checked them already, and it costs a third of the loading.
-    ``workers`` processes load members and build rows, ``CHUNK`` members at a time, while
+    ``workers`` processes read members and build rows, ``CHUNK`` members at a time, while
     this one writes them, in member order (0: one per CPU, at most 8): the rows and the
-    card are the same as from one process. One process does it all when ``workers`` is 1,
-    when the version is a single chunk (starting a worker costs seconds of imports), or
-    when ``tools`` is given (a worker uses the sandbox's tools). Workers are started with
-    ``spawn`` (safe in a process with threads), open the catalog read-only, and are gone
-    when the export returns or raises; an exception of a worker is raised here as itself.
+    card are the same as from one process. A worker is sent a range of member positions
+    and hands its rows back as Arrow files in the staging folder (no rows are pickled).
+    One process does it all when ``workers`` is 1, when the version is a single chunk
+    (starting a worker costs seconds of imports), or when ``tools`` is given (a worker
+    uses the sandbox's tools). Workers are started with ``spawn`` (safe in a process with
+    threads), open the catalog read-only, and are gone when the export returns or raises;
+    an exception of a worker is raised here as itself.
     """
     if fmt not in FORMATS:
         raise InvalidInputError("format", f"unknown export format {fmt!r}", FORMATS)
@@ -239,28 +245,28 @@ def export_dataset(
     )
 
 
-def loss_masked_steps(trajectory: Trajectory, member: DatasetMember) -> tuple[int, ...]:
-    """The steps whose assistant turns the SFT loss skips.
+def loss_masked_steps(
+    marks: Iterable[int], human: bool, erroneous: Iterable[int]
+) -> tuple[int, ...]:
+    """The steps whose assistant turns the SFT loss skips, of a member whose marks are
+    ``marks`` (``DatasetMember.masked_steps``) and that a person decided or not (``human``).
 
-    When a person decided the item, their marks (``member.masked_steps``) are the
+    When a person decided the item, their marks are the
     authority: the labeling view pre-selected the curator's marks and the person kept,
-    added or removed them. Otherwise the curator's marks apply: steps with an execution
-    error in their feedback or an injected fault (``erroneous_steps``). Either way the
-    feedback of a masked step stays in the context, and the turns after it, the verified
-    recovery, stay supervised.
+    added or removed them. Otherwise the curator's marks apply: ``erroneous``, the steps
+    with an execution error in their feedback or an injected fault (``erroneous_steps``).
+    Either way the feedback of a masked step stays in the context, and the turns after
+    it, the verified recovery, stay supervised.
     """
-    marks = set(member.masked_steps)
-    if not member.human:
-        marks |= set(erroneous_steps(trajectory.steps))
-    return tuple(sorted(marks))
+    masked = set(marks)
+    if not human:
+        masked.update(erroneous)
+    return tuple(sorted(masked))
 
 
-def outcome_of(trajectory: Trajectory) -> str:
-    """``success``, ``recovery`` (a success that went through an error), or the outcome."""
-    meta = trajectory.metadata
-    if meta.outcome is Outcome.SUCCESS and meta.recovered:
-        return RECOVERY
-    return meta.outcome.value
+def outcome_label(outcome: str, recovered: bool) -> str:
+    """``success``, ``recovery`` (a success that went through an error), or ``outcome``."""
+    return RECOVERY if outcome == Outcome.SUCCESS.value and recovered else outcome
 
 
 # -- rows --------------------------------------------------------------------------------
@@ -314,38 +320,45 @@ class _Rows:
         self.tally = CardTally()
         self._seen: set[str] = set()
 
-    def chunks(self) -> Generator[_Chunk]:
-        """The rows of the version's members, ``CHUNK`` members at a time, in member order."""
-        members = self.version.members
-        parts = [members[start : start + CHUNK] for start in range(0, len(members), CHUNK)]
-        workers = min(self.workers, len(parts))
+    def chunks(self, scratch: Path) -> Generator[_Chunk]:
+        """The rows of the version's members, ``CHUNK`` members at a time, in member
+        order. A worker reads its range of members from the catalog and writes its rows to
+        Arrow files in ``scratch``, which this process maps, passes on, and deletes."""
+        size = len(self.version.members)
+        ranges = [(start, min(start + CHUNK, size)) for start in range(0, size, CHUNK)]
+        workers = min(self.workers, len(ranges))
         if workers <= 1 or self.tools is not None:
             builder = _Builder(self.catalog, self.tools or MobileSandbox(), verify=self.verify)
-            for part in parts:
-                yield self._accept(builder.build(part, skip=self._seen))
+            for start, stop in ranges:
+                yield self._accept(builder.build(self.version.id, start, stop, skip=self._seen))
             return
-        path, wait_s = str(self.catalog.path), self.catalog.lock_wait_s
+        job = _Job(
+            catalog=str(self.catalog.path),
+            lock_wait_s=self.catalog.lock_wait_s,
+            dataset_id=self.version.id,
+            verify=self.verify,
+            scratch=str(scratch),
+        )
         context = multiprocessing.get_context("spawn")  # the caller may have threads
         executor = ProcessPoolExecutor(workers, mp_context=context)
         try:
-            queue = iter(parts)
-            pending: deque[Future[_Built | _Raised]] = deque()
+            queue = iter(ranges)
+            pending: deque[Future[_Spilled | _Raised]] = deque()
 
             def submit() -> None:
-                part = next(queue, None)
-                if part is not None:
-                    pending.append(
-                        executor.submit(_build_in_worker, path, wait_s, part, self.verify)
-                    )
+                bounds = next(queue, None)
+                if bounds is not None:
+                    pending.append(executor.submit(_build_in_worker, job, *bounds))
 
             for _ in range(2 * workers):  # two chunks a worker in flight: memory stays bounded
                 submit()
             while pending:
-                built = pending.popleft().result()
+                spilled = pending.popleft().result()
                 submit()
-                if isinstance(built, _Raised):
-                    raise built.exception()
-                yield self._accept(built)
+                if isinstance(spilled, _Raised):
+                    raise spilled.exception()
+                with spilled.mapped() as built:
+                    yield self._accept(built)
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
 
@@ -363,12 +376,66 @@ class _Rows:
         return _Chunk(built.sft, rl)
 
 
+@dataclass(frozen=True, slots=True)
+class _Task:
+    """What the rows say of a task, read once a chunk from its stored spec."""
+
+    spec: str
+    """The spec as the catalog stores it (canonical JSON, what ``to_json`` writes)."""
+    goal: str
+    tools: tuple[str, ...]
+    fingerprint: str
+    capabilities: list[str]
+    difficulty: str
+    seed: int
+    max_steps: int | None
+    verifier: str
+
+    @classmethod
+    def of(cls, spec: str) -> _Task:
+        parsed = orjson.loads(spec)
+        return cls(
+            spec=spec,
+            goal=parsed["goal"],
+            tools=tuple(parsed["tools"]),
+            fingerprint=parsed["fingerprint"],
+            capabilities=parsed["capabilities"],
+            difficulty=parsed["difficulty"],
+            seed=parsed["initial_conditions"]["seed"],
+            max_steps=parsed["max_steps"],
+            verifier=canonical_json(parsed["verifier"]).decode(),
+        )
+
+
+class _Member(NamedTuple):
+    """A member as its row says it: the decision on it and its trajectory's columns."""
+
+    trajectory_id: str
+    task_id: str
+    weight: float
+    decision: str
+    human: bool
+    masked_steps: list[int]
+    correction: str | None
+    round_id: str | None
+    policy: str
+    policy_version: str
+    outcome: str
+    recovered: bool
+    max_steps: int | None
+
+
+_MEMBER = _Member._fields
+"""The columns of ``ExportColumns.members`` a ``_Member`` is made of, in its order."""
+
+
 class _Builder:
-    """Turns members into rows, a chunk at a time (``build``).
+    """Turns members into rows, a chunk at a time (``build``), from the catalog's columns
+    (``Catalog.export_columns``): no trajectory record is rebuilt.
 
     What repeats across rows is computed once: the step budget of each round, and the
-    JSON text of each function offered (``tools``: a task's candidate tools, then the
-    sub-agents and harness functions every task offers).
+    rendered tool block of each set of candidate tools (JSON texts: the task's tools,
+    then the sub-agents and harness functions every task offers).
     """
 
     def __init__(self, catalog: Catalog, tools: ToolSource, *, verify: bool) -> None:
@@ -376,113 +443,116 @@ class _Builder:
         self.source = tools
         self.verify = verify
         self._budgets: dict[str | None, int] = {}
-        self._tool_texts: dict[str, str] = {}
-        self._common: list[str] | None = None
+        self._blocks: dict[tuple[str, ...], tuple[tuple[ToolSpec, ...], list[str]]] = {}
+        self._subagents = tools.subagent_specs()
 
-    def build(self, part: Sequence[DatasetMember], *, skip: Container[str]) -> _Built:
-        """The rows of the members ``part``: ``rl_tasks`` rows for the tasks not in
-        ``skip``, each from the first member that has it."""
+    def build(self, dataset_id: str, start: int, stop: int, *, skip: Container[str]) -> _Built:
+        """The rows of the members of ``dataset_id`` at positions ``[start, stop)``:
+        ``rl_tasks`` rows for the tasks not in ``skip``, each from the first member that
+        has it."""
         with gc_paused():
-            trajectories, specs = self.catalog.trajectories_with_specs(
-                [m.trajectory_id for m in part], verify_ids=self.verify
-            )
+            columns = self.catalog.export_columns(dataset_id, start, stop)
+            members = columns.members
+            if self.verify:  # recompute each content id from the stored rows
+                ids = members.column("trajectory_id").to_pylist()
+                self.catalog.trajectories_by_ids(ids, verify_ids=True)
+            tasks = {task_id: _Task.of(spec) for task_id, spec in columns.specs.items()}
+            steps = _chat_steps(columns.steps)
             sft: list[dict[str, Any]] = []
             rl: dict[str, dict[str, Any]] = {}
             counted: list[tuple[dict[str, Any], list[bool]]] = []
-            for member, trajectory in zip(part, trajectories, strict=True):
-                row, assistant = self._sft_row(member, trajectory, rl, skip, specs)
+            for values in zip(*(members.column(n).to_pylist() for n in _MEMBER), strict=True):
+                member = _Member(*values)
+                chat, erroneous = steps.get(member.trajectory_id, ([], []))
+                task = tasks[member.task_id]
+                row, assistant = self._sft_row(member, chat, erroneous, task, rl, skip)
                 sft.append(row)
                 counted.append(({name: row[name] for name in _COUNTED}, assistant))
-            del trajectories
+            del steps, columns
             ordered = [rl[task_id] for task_id in sorted(rl)]
             return _Built(_table(sft, SFT_FEATURES), _table(ordered, RL_FEATURES), counted)
 
     def _sft_row(
         self,
-        member: DatasetMember,
-        trajectory: Trajectory,
+        member: _Member,
+        steps: Sequence[ChatStep],
+        erroneous: Iterable[int],
+        task: _Task,
         rl: dict[str, dict[str, Any]],
         skip: Container[str],
-        specs: Mapping[str, str],
     ) -> tuple[dict[str, Any], list[bool]]:
-        """``trajectory``'s ``sft`` row and its assistant messages' ``trained`` flags; its
+        """The member's ``sft`` row and its assistant messages' ``trained`` flags; its
         task's ``rl_tasks`` row goes into ``rl`` the first time the task comes, unless
-        ``skip`` has it, with the spec as the catalog stores it (``specs``: canonical JSON,
-        what ``to_json`` writes)."""
-        task = trajectory.task
-        max_steps = self._budget(trajectory)
-        view = task_view(task, self.source, max_steps)
-        masked = loss_masked_steps(trajectory, member)
-        conversation = trajectory_conversation(
-            trajectory, view, masked_steps=masked, correction=member.correction
+        ``skip`` has it."""
+        max_steps = self._budget(member, task)
+        specs, tools = self._block(task.tools)
+        view = TaskView(goal=task.goal, tools=specs, subagents=self._subagents, max_steps=max_steps)
+        masked = loss_masked_steps(member.masked_steps, member.human, erroneous)
+        chat = conversation(
+            steps,
+            view,
+            recorded=member.policy == OPENAI_POLICY,
+            masked_steps=masked,
+            correction=member.correction,
         )
-        policy = trajectory.metadata.policy
-        capabilities = [c.value for c in task.capabilities]
-        messages = conversation.messages
+        messages = chat.messages
         row = {
             "messages": _json_texts(template_messages(messages)),
-            "tools": self._tools(view),
-            "trained": conversation.trained,
+            "tools": tools,
+            "trained": chat.trained,
             "weight": member.weight,
-            "trajectory_id": trajectory.id,
-            "task_id": task.id,
+            "trajectory_id": member.trajectory_id,
+            "task_id": member.task_id,
             "fingerprint": task.fingerprint,
-            "capabilities": capabilities,
-            "difficulty": task.difficulty.value,
-            "outcome": outcome_of(trajectory),
-            "decision": member.decision.value,
+            "capabilities": task.capabilities,
+            "difficulty": task.difficulty,
+            "outcome": outcome_label(member.outcome, member.recovered),
+            "decision": member.decision,
             "human": member.human,
             "masked_steps": list(masked),
             "correction": member.correction,
-            "policy": f"{policy.name}@{policy.version}",
+            "policy": f"{member.policy}@{member.policy_version}",
         }
         assistant = [
             flag
-            for message, flag in zip(messages, conversation.trained, strict=True)
+            for message, flag in zip(messages, chat.trained, strict=True)
             if message["role"] == "assistant"
         ]
-        if task.id not in rl and task.id not in skip:
-            stored = specs.get(task.id) or task.to_json().decode()
-            rl[task.id] = {
-                "task_id": task.id,
+        if member.task_id not in rl and member.task_id not in skip:
+            rl[member.task_id] = {
+                "task_id": member.task_id,
                 "fingerprint": task.fingerprint,
-                "seed": task.initial_conditions.seed,
-                "task_spec": stored,
-                "verifier": canonical_json(orjson.loads(stored)["verifier"]).decode(),
-                "capabilities": capabilities,
-                "difficulty": row["difficulty"],
+                "seed": task.seed,
+                "task_spec": task.spec,
+                "verifier": task.verifier,
+                "capabilities": task.capabilities,
+                "difficulty": task.difficulty,
                 "goal": task.goal,
                 "max_steps": max_steps,
                 "prompt": _json_texts(opening_messages(view)),
-                "tools": row["tools"],
+                "tools": tools,
             }
         return row, assistant
 
-    def _tools(self, view: TaskView) -> list[str]:
-        """``format_tools(view)`` as JSON texts, each function serialized once per export:
-        the task's app tools (by name), then the sub-agents and harness functions, which
-        are the same for every task."""
-        texts = self._tool_texts
-        if self._common is None:
-            common = TaskView(goal="", tools=(), subagents=view.subagents, max_steps=0)
-            self._common = _json_texts(format_tools(common))
-        app = []
-        for spec in view.tools:
-            text = texts.get(spec.name)
-            if text is None:
-                text = texts[spec.name] = orjson.dumps(spec.openai_tool()).decode()
-            app.append(text)
-        return app + self._common
+    def _block(self, names: tuple[str, ...]) -> tuple[tuple[ToolSpec, ...], list[str]]:
+        """The specs of a task's candidate tools, and the tool block offered with them
+        (``format_tools`` as JSON texts), rendered once per set of tools."""
+        block = self._blocks.get(names)
+        if block is None:
+            specs = tuple(self.source.tool_spec(name) for name in names)
+            view = TaskView(goal="", tools=specs, subagents=self._subagents, max_steps=0)
+            block = self._blocks[names] = (specs, _json_texts(format_tools(view)))
+        return block
 
-    def _budget(self, trajectory: Trajectory) -> int:
-        """The step budget ``trajectory`` ran under, as its system prompt states it: the
-        one it records; for a trajectory stored before budgets were recorded, its task's,
-        else its round's ``max_steps``, else the runner's default."""
-        if trajectory.metadata.max_steps is not None:
-            return trajectory.metadata.max_steps
-        if trajectory.task.max_steps is not None:
-            return trajectory.task.max_steps
-        round_id = trajectory.metadata.round
+    def _budget(self, member: _Member, task: _Task) -> int:
+        """The step budget the member's episode ran under, as its system prompt states
+        it: the one it records; for a trajectory stored before budgets were recorded, its
+        task's, else its round's ``max_steps``, else the runner's default."""
+        if member.max_steps is not None:
+            return member.max_steps
+        if task.max_steps is not None:
+            return task.max_steps
+        round_id = member.round_id
         budget = self._budgets.get(round_id)
         if budget is None:
             info = self.catalog.get_round(round_id) if round_id is not None else None
@@ -492,9 +562,65 @@ class _Builder:
         return budget
 
 
+def _chat_steps(steps: pa.Table) -> dict[str, tuple[list[ChatStep], list[int]]]:
+    """Per trajectory id: its steps read from the stored JSON (``steps``, the columns of
+    ``ExportColumns.steps``), and the curator's marks (``erroneous_steps``: the steps with
+    an error or an injected fault)."""
+    found: dict[str, tuple[list[ChatStep], list[int]]] = {}
+    for trajectory_id, index, action, output, feedback, fault in zip(
+        *(steps.column(name).to_pylist() for name in _STEP_COLUMNS), strict=True
+    ):
+        chat, erroneous = found.setdefault(trajectory_id, ([], []))
+        step = ChatStep.from_json(index, action, output, feedback)
+        chat.append(step)
+        if step.error_kind is not None or fault is not None:
+            erroneous.append(index)
+    return found
+
+
+_STEP_COLUMNS = ("trajectory_id", "idx", "action", "model_output", "feedback", "injected_fault")
+
+
 # -- worker processes --------------------------------------------------------------------
 
-_worker_builders: dict[tuple[str, bool], _Builder] = {}
+
+@dataclass(frozen=True)
+class _Job:
+    """What a worker process needs to build a chunk besides its range: where the catalog
+    is, which version, and where to write the rows."""
+
+    catalog: str
+    lock_wait_s: float
+    dataset_id: str
+    verify: bool
+    scratch: str
+
+
+@dataclass(frozen=True)
+class _Spilled:
+    """A chunk a worker built, its tables written as Arrow stream files (``sft``, ``rl``)
+    in the export's scratch folder: only their paths and the card's counts come back."""
+
+    sft: Path
+    rl: Path
+    counted: list[tuple[dict[str, Any], list[bool]]]
+
+    @contextmanager
+    def mapped(self) -> Iterator[_Built]:
+        """The chunk, its tables mapped from the files, which are deleted afterwards."""
+        try:
+            yield _Built(_mapped(self.sft), _mapped(self.rl), self.counted)
+        finally:
+            self.sft.unlink()
+            self.rl.unlink()
+
+
+def _mapped(path: Path) -> pa.Table:
+    with pa.memory_map(str(path)) as source:
+        return pa.ipc.open_stream(source).read_all()
+
+
+_worker_builders: dict[_Job, _Builder] = {}
 """A worker process's builder, made by its first chunk (a pool lives for one export)."""
 
 
@@ -517,20 +643,24 @@ class _Raised:
         return exc
 
 
-def _build_in_worker(
-    path: str, lock_wait_s: float, part: Sequence[DatasetMember], verify: bool
-) -> _Built | _Raised:
-    """The rows of the members ``part``, built in a worker process from the catalog at
-    ``path`` opened read-only, with the sandbox's tools; an exception comes back as a
-    ``_Raised``, for the parent to raise."""
+def _build_in_worker(job: _Job, start: int, stop: int) -> _Spilled | _Raised:
+    """The rows of the members at positions ``[start, stop)``, built in a worker process
+    from the catalog opened read-only, with the sandbox's tools, and written to files in
+    ``job.scratch``; an exception comes back as a ``_Raised``, for the parent to raise."""
     try:
-        builder = _worker_builders.get((path, verify))
+        builder = _worker_builders.get(job)
         if builder is None:
-            catalog = Catalog.open(Path(path), read_only=True, lock_wait_s=lock_wait_s)
-            builder = _worker_builders[path, verify] = _Builder(
-                catalog, MobileSandbox(), verify=verify
-            )
-        return builder.build(part, skip=())
+            catalog = Catalog.open(Path(job.catalog), read_only=True, lock_wait_s=job.lock_wait_s)
+            builder = _worker_builders[job] = _Builder(catalog, MobileSandbox(), verify=job.verify)
+        built = builder.build(job.dataset_id, start, stop, skip=())
+        scratch = Path(job.scratch)
+        spilled = _Spilled(
+            scratch / f"sft-{start:09d}.arrow", scratch / f"rl-{start:09d}.arrow", built.counted
+        )
+        for path, table in ((spilled.sft, built.sft), (spilled.rl, built.rl)):
+            with _arrow_stream(path, table.schema) as writer:
+                writer.write_table(table)
+        return spilled
     except Exception as exc:
         raised = _Raised(type(exc), exc.args, dict(vars(exc)), traceback.format_exc())
         try:
@@ -554,10 +684,25 @@ def _table(rows: Sequence[dict[str, Any]], features: Features) -> pa.Table:
     for name, feature in features.items():
         values = [row[name] for row in rows]
         if isinstance(feature, List) and isinstance(feature.feature, Json):
-            columns.append(pa.array(values, pa.list_(pa.string())).cast(schema.field(name).type))
+            columns.append(_text_lists(values).cast(schema.field(name).type))
         else:
             columns.append(pa.array(values, schema.field(name).type))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _text_lists(values: Sequence[list[str]]) -> pa.Array:
+    """``values`` as an Arrow array of lists of strings; a list that several rows share
+    (the same object: a tool block) is converted once and repeated by Arrow."""
+    first: dict[int, int] = {}
+    distinct: list[list[str]] = []
+    picks = []
+    for value in values:
+        pick = first.setdefault(id(value), len(distinct))
+        if pick == len(distinct):
+            distinct.append(value)
+        picks.append(pick)
+    array = pa.array(distinct, pa.list_(pa.string()))
+    return array if len(distinct) == len(values) else array.take(pa.array(picks, pa.int32()))
 
 
 def _refuse_development(catalog: Catalog, version: DatasetVersion) -> None:
@@ -599,8 +744,8 @@ def _write(folder: Path, fmt: ExportFormat, rows: _Rows) -> None:
     scratch = work / f"{RL_TASKS}.arrow"
     with quiet_datasets(), ExitStack() as stack:
         sft, rl = _sinks(stack, folder, fmt, rows.version)
-        with _arrow_stream(scratch, RL_FEATURES) as unsorted:
-            for chunk in stack.enter_context(closing(rows.chunks())):
+        with _arrow_stream(scratch, RL_FEATURES.arrow_schema) as unsorted:
+            for chunk in stack.enter_context(closing(rows.chunks(work))):
                 sft.write_table(chunk.sft)
                 unsorted.write_table(chunk.rl)
         for part in _by_task_id(scratch):
@@ -636,10 +781,10 @@ class _Sink(Protocol):
 
 
 @contextmanager
-def _arrow_stream(path: Path, features: Features) -> Iterator[pa.ipc.RecordBatchStreamWriter]:
-    """An Arrow stream file with ``features``' schema: what ``save_to_disk`` writes and
+def _arrow_stream(path: Path, schema: pa.Schema) -> Iterator[pa.ipc.RecordBatchStreamWriter]:
+    """An Arrow stream file with ``schema``: what ``save_to_disk`` writes and
     ``Dataset.from_file`` reads."""
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, features.arrow_schema) as w:
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, schema) as w:
         yield w
 
 

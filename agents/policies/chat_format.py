@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
@@ -33,10 +33,9 @@ from contract import (
     MemoryWrite,
     Refuse,
     SkillLoad,
+    StateChange,
     Step,
-    SubAgentCall,
     TaskSpec,
-    ToolCall,
     ToolSpec,
     Trajectory,
 )
@@ -328,13 +327,20 @@ def parse_rendered(text: str) -> Reply:
 def action_call(action: Action) -> tuple[str, dict[str, Any]]:
     """The function call (name, arguments) a policy makes for ``action``: the inverse of
     ``parse_call`` in ``openai_policy``."""
-    if isinstance(action, ToolCall):
-        return action.tool, dict(action.arguments)
-    if isinstance(action, SubAgentCall):
-        arguments = {**action.arguments, "instruction": action.instruction}
-        return SUBAGENT_PREFIX + action.agent, arguments
-    name = _HARNESS_OF[action.kind]
-    return name, {field: getattr(action, field) for field, _ in HARNESS[name].fields}
+    return json_action_call(action.model_dump())
+
+
+def json_action_call(action: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``action_call`` of an action given as the JSON ``to_json`` wrote (every field
+    present), without validating it: the export reads actions from the catalog's column."""
+    kind = action["kind"]
+    if kind == "tool_call":
+        return action["tool"], dict(action["arguments"])
+    if kind == "subagent_call":
+        arguments = {**action["arguments"], "instruction": action["instruction"]}
+        return SUBAGENT_PREFIX + action["agent"], arguments
+    name = _HARNESS_OF[kind]
+    return name, {field: action[field] for field, _ in HARNESS[name].fields}
 
 
 _HARNESS_OF = {
@@ -372,6 +378,78 @@ class Conversation:
         return format_tools(self.view)
 
 
+class ChatStep(NamedTuple):
+    """What the conversation needs of one step, as plain values: made from a ``Step``
+    (``of``) or from the catalog's stored JSON (``from_json``, no record rebuilt), so
+    that the export and a trajectory in memory give the same messages. (A tuple: the
+    export makes millions, and a frozen dataclass is several times slower to make.)"""
+
+    position: int
+    """The step's index in its trajectory (``Step.index``)."""
+    kind: str | None
+    """The action's kind; None when the output gave no action."""
+    call: tuple[str, dict[str, Any]] | None
+    """The function call a policy makes for the action (``action_call``)."""
+    model_output: str
+    tool_text: str
+    """The tool message of the feedback (``render_feedback``)."""
+    error_kind: str | None
+    error_text: str | None
+    """The feedback's error as its tool message (``render_error``)."""
+
+    @classmethod
+    def of(cls, step: Step) -> ChatStep:
+        action, error = step.action, step.feedback.error
+        return cls(
+            position=step.index,
+            kind=action.kind if action is not None else None,
+            call=action_call(action) if action is not None else None,
+            model_output=step.model_output,
+            tool_text=render_feedback(step.feedback),
+            error_kind=error.kind.value if error is not None else None,
+            error_text=render_error(error) if error is not None else None,
+        )
+
+    @classmethod
+    def from_json(
+        cls, index: int, action: str | None, model_output: str, feedback: str
+    ) -> ChatStep:
+        """The step from its stored columns: ``action`` and ``feedback`` as ``to_json``
+        wrote them (canonical JSON, every field present)."""
+        parsed = orjson.loads(action) if action is not None else None
+        stored = orjson.loads(feedback)
+        error = stored["error"]
+        error_text = json_render_error(error) if error is not None else None
+        return cls(
+            position=index,
+            kind=parsed["kind"] if parsed is not None else None,
+            call=json_action_call(parsed) if parsed is not None else None,
+            model_output=model_output,
+            tool_text=error_text or _json_render_result(stored),
+            error_kind=error["kind"] if error is not None else None,
+            error_text=error_text,
+        )
+
+
+_ERROR_FIELDS = tuple(ExecutionError.model_fields)
+_CHANGE_FIELDS = tuple(StateChange.model_fields)
+
+
+def json_render_error(error: Mapping[str, Any]) -> str:
+    """``render_error`` of an error given as JSON: its fields in the model's order, those
+    that are None left out."""
+    fields = {name: error[name] for name in _ERROR_FIELDS if error.get(name) is not None}
+    return orjson.dumps({"error": fields}).decode()
+
+
+def _json_render_result(feedback: Mapping[str, Any]) -> str:
+    """``render_feedback`` of error-free feedback given as JSON."""
+    payload: dict[str, Any] = {"result": feedback["result"]}
+    if changes := feedback["state_changes"]:
+        payload["state_changes"] = [{name: c[name] for name in _CHANGE_FIELDS} for c in changes]
+    return orjson.dumps(payload).decode()
+
+
 def trajectory_conversation(
     trajectory: Trajectory,
     view: TaskView,
@@ -380,47 +458,62 @@ def trajectory_conversation(
     correction: str | None = None,
 ) -> Conversation:
     """The conversation of ``trajectory`` as an ``ChatSession`` holds it at the end of
-    the episode: the messages it sent, and the last reply.
+    the episode: ``conversation`` of its steps."""
+    return conversation(
+        [ChatStep.of(step) for step in trajectory.steps],
+        view,
+        recorded=trajectory.metadata.policy.name == OPENAI_POLICY,
+        masked_steps=masked_steps,
+        correction=correction,
+    )
 
-    Steps of the OpenAI policy keep the model's raw reply in ``model_output``; it is read
-    back (``parse_rendered``). Other policies (the scripted one) record no reply, so each
-    action becomes the assistant tool call the OpenAI policy would have made for it. Tool
-    messages, error answers and nudges follow the session's rules.
+
+def conversation(
+    steps: Sequence[ChatStep],
+    view: TaskView,
+    *,
+    recorded: bool,
+    masked_steps: Collection[int] = (),
+    correction: str | None = None,
+) -> Conversation:
+    """The conversation of a trajectory's ``steps`` as an ``ChatSession`` holds it at the
+    end of the episode: the messages it sent, and the last reply.
+
+    Steps of the OpenAI policy (``recorded``) keep the model's raw reply in
+    ``model_output``; it is read back (``parse_rendered``). Other policies (the scripted
+    one) record no reply, so each action becomes the assistant tool call the OpenAI policy
+    would have made for it. Tool messages, error answers and nudges follow the session's
+    rules.
 
     ``trained`` is True for every assistant turn except those of ``masked_steps``.
     ``correction`` replaces what the final terminal action (finish, clarify, refuse) says
     to the user, or, when the episode ended otherwise, is appended as a ``finish`` call
     after the last feedback; that turn is trained whatever the masks.
     """
-    recorded = trajectory.metadata.policy.name == OPENAI_POLICY
     out = _Builder(opening_messages(view))
-    steps = trajectory.steps
     last = steps[-1] if steps else None
-    terminal = last.action if last is not None else None
-    if terminal is not None and terminal.kind not in TERMINAL_KINDS:
-        terminal = None
-    previous: Feedback | None = None
+    terminal = last if last is not None and last.kind in TERMINAL_KINDS else None
+    previous: ChatStep | None = None
     for step in steps:
         out.answer_pending(previous)
         reply = _reply_of(step, recorded)
         if reply is None:  # the endpoint failed: the session appended nothing
             continue
-        trained = step.index not in masked_steps
+        trained = step.position not in masked_steps
         if correction is not None and terminal is not None and step is last:
             reply = _corrected(reply, terminal, correction)
             trained = True
-        out.add(reply.assistant_message(), trained, step.index)
+        out.add(reply.assistant_message(), trained, step.position)
         out.pending = [(c.id, NOT_EXECUTED) for c in reply.calls[1:]]
-        error = step.feedback.error
-        if step.action is not None:
+        if step.kind is not None:
             out.pending.insert(0, (reply.calls[0].id, None))
-        elif error is not None and error.kind is ErrorKind.ENDPOINT_REFUSAL:
-            out.fail_first(reply, error, REFUSAL_NUDGE, step.index)
+        elif step.error_kind == ErrorKind.ENDPOINT_REFUSAL.value:
+            out.fail_first(reply, step.error_text, REFUSAL_NUDGE, step.position)
         elif not reply.calls:
-            out.fail_first(reply, error or NO_FEEDBACK, NUDGE, step.index)
+            out.fail_first(reply, step.error_text, NUDGE, step.position)
         else:
-            out.fail_first(reply, error or NO_FEEDBACK, None, step.index)
-        previous = step.feedback
+            out.fail_first(reply, step.error_text, None, step.position)
+        previous = step
     if correction is not None and terminal is None:
         out.answer_pending(previous)
         call = RawCall(f"call_{len(steps)}", "finish", json.dumps({"answer": correction}))
@@ -445,12 +538,21 @@ def _object_arguments(call: dict[str, Any]) -> dict[str, Any]:
     arguments = function["arguments"]
     if isinstance(arguments, str):
         try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
+            parsed = _json_value(arguments) if arguments.strip() else {}
         except json.JSONDecodeError:
             return call
         if isinstance(parsed, dict):
             return {**call, "function": {**function, "arguments": parsed}}
     return call
+
+
+def _json_value(text: str) -> Any:
+    """``json.loads(text)``: by orjson where it can (strict JSON, ten times faster), by
+    ``json`` where orjson refuses what ``json`` reads (NaN, integers past 64 bits)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 class _Builder:
@@ -469,40 +571,45 @@ class _Builder:
         self.steps.append(step)
         self._step = step
 
-    def answer_pending(self, feedback: Feedback | None) -> None:
+    def answer_pending(self, previous: ChatStep | None) -> None:
         for call_id, content in self.pending:
             text = content
             if text is None:
-                text = render_feedback(feedback) if feedback else render_error(NO_FEEDBACK)
+                text = previous.tool_text if previous is not None else _NO_FEEDBACK_TEXT
             self.add({"role": "tool", "tool_call_id": call_id, "content": text}, False, self._step)
         self.pending = []
 
-    def fail_first(self, reply: Reply, error: ExecutionError, nudge: str | None, step: int) -> None:
+    def fail_first(self, reply: Reply, error: str | None, nudge: str | None, step: int) -> None:
+        """Answer the reply's first call with ``error`` (a rendered error; None: no
+        feedback was recorded) and the others as not executed; then ``nudge``, if any."""
         if reply.calls:
-            self.pending.insert(0, (reply.calls[0].id, render_error(error)))
+            self.pending.insert(0, (reply.calls[0].id, error or _NO_FEEDBACK_TEXT))
         self.answer_pending(None)
         if nudge is not None:
             self.add({"role": "user", "content": nudge}, False, step)
 
 
-def _reply_of(step: Step, recorded: bool) -> Reply | None:
+_NO_FEEDBACK_TEXT = render_error(NO_FEEDBACK)
+
+
+def _reply_of(step: ChatStep, recorded: bool) -> Reply | None:
     """The model's reply at ``step``; None when the endpoint gave none."""
     if recorded:
-        if step.action is None and not step.model_output:
+        if step.call is None and not step.model_output:
             return None
         reply = parse_rendered(step.model_output)
-        if step.action is None or reply.calls:
+        if step.call is None or reply.calls:
             return reply
-    if step.action is None:
+    if step.call is None:
         return Reply(step.model_output or None, None, "stop", (), 0, 0)
-    name, arguments = action_call(step.action)
-    call = RawCall(f"call_{step.index}", name, orjson.dumps(arguments).decode())
+    name, arguments = step.call
+    call = RawCall(f"call_{step.position}", name, orjson.dumps(arguments).decode())
     return Reply(None, None, "tool_calls", (call,), 0, 0)
 
 
-def _corrected(reply: Reply, action: Action, correction: str) -> Reply:
+def _corrected(reply: Reply, terminal: ChatStep, correction: str) -> Reply:
     """``reply`` with its terminal call saying ``correction`` to the user."""
-    name, _ = action_call(action)
-    arguments = json.dumps({_ANSWER_FIELD[action.kind]: correction})
-    call = RawCall(reply.calls[0].id, name, arguments)
+    assert terminal.call is not None and terminal.kind is not None
+    arguments = json.dumps({_ANSWER_FIELD[terminal.kind]: correction})
+    call = RawCall(reply.calls[0].id, terminal.call[0], arguments)
     return Reply(reply.content, None, "tool_calls", (call, *reply.calls[1:]), 0, 0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import duckdb
+import orjson
 import pyarrow.parquet as pq
 import pytest
 import yaml  # type: ignore[import-untyped]
@@ -25,6 +28,7 @@ from trl.data_utils import is_conversational
 import storage.datasets
 import training.export
 from agents.policies.chat_format import (
+    ChatStep,
     format_tools,
     opening_messages,
     task_view,
@@ -45,6 +49,7 @@ from contract import (
     TaskSpec,
     Termination,
     Trajectory,
+    canonical_json,
 )
 from curation.attribution import erroneous_steps
 from curation.balance import dataset_content_hash
@@ -58,7 +63,7 @@ from envs.sandbox.templates.catalog import (
 from storage import Catalog, UnknownIdError
 from tests.agents.conversations import MAX_STEPS, messy_replies, run_openai
 from tests.storage.builders import make_version, write_shards
-from training.card import CardTally
+from tests.training.test_export_columns import oracle_row, read_split, stored_chat_steps
 from training.export import ExportFormat, ExportReport, export_dataset, loss_masked_steps
 from training.export_folder import MANIFEST
 
@@ -278,7 +283,9 @@ def test_masks_match_the_marks(frozen: Frozen, rows: dict[str, dict[str, Any]]) 
     for trajectory_id, row in rows.items():
         trajectory = frozen.trajectories[trajectory_id]
         member = frozen.member(trajectory_id)
-        masked = loss_masked_steps(trajectory, member)
+        masked = loss_masked_steps(
+            member.masked_steps, member.human, erroneous_steps(trajectory.steps)
+        )
         if not member.human:  # automatic: the curator's marks
             assert masked == erroneous_steps(trajectory.steps)
         flags = _assistant_flags(row)
@@ -432,49 +439,29 @@ def test_an_export_by_worker_processes_is_the_export_in_one(
     assert _leftovers(tmp_path) == ["one", "two"]
 
 
-def test_worker_chunks_emit_each_task_once_as_one_process_does(
-    frozen: Frozen, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Tasks that come back in later chunks: a worker does not know what earlier chunks
-    had, the exporting process drops their ``rl_tasks`` rows again; the tables and the
-    tally are those of one process."""
-    members = frozen.version.members
-    again = frozen.version.model_copy(update={"members": members + members[::-1] + members})
-    monkeypatch.setattr(training.export, "CHUNK", 5)
-
-    def built(workers: int) -> tuple[list[Any], list[Any], CardTally]:
-        rows = training.export._Rows(frozen.catalog, again, None, verify=False, workers=workers)
-        chunks = list(rows.chunks())
-        return (
-            [c.sft.to_pylist() for c in chunks],
-            [c.rl.to_pylist() for c in chunks],
-            rows.tally,
-        )
-
-    sft, rl, tally = built(1)
-    assert built(2) == (sft, rl, tally)
-    assert sum(map(len, rl)) == tally.rl_tasks == len({m.task_id for m in members})
-    assert tally.sft_rows == 3 * len(members)
-
-
 def test_an_unknown_member_found_by_a_worker_is_raised_and_leaves_nothing(
     frozen: Frozen, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A trajectory the catalog does not hold, met by a worker process: its
-    ``UnknownIdError`` is raised as is, the workers are gone, nothing is written."""
-    members = list(frozen.version.members)
-    members[6] = members[6].model_copy(update={"trajectory_id": "traj-nowhere"})
-    broken = frozen.version.model_copy(update={"members": tuple(members)})
-    monkeypatch.setattr(Catalog, "get_dataset", lambda self, dataset_id: broken)
+    ``UnknownIdError`` is raised as is, the workers are gone, nothing is written. (A
+    catalog damaged by hand: freezing refuses a member the catalog does not hold.)"""
+    path = tmp_path / "damaged.duckdb"
+    shutil.copy(frozen.catalog.path, path)
+    gone = frozen.version.members[6].trajectory_id
+    with duckdb.connect(str(path)) as con:
+        con.execute("DELETE FROM trajectories WHERE id = ?", [gone])
     monkeypatch.setattr(training.export, "_refuse_development", lambda catalog, version: None)
     monkeypatch.setattr(training.export, "CHUNK", 4)
     monkeypatch.setattr(Catalog, "trajectories_by_ids", _no_loading_here)
-    for fmt in ("hf", "parquet"):
-        with pytest.raises(UnknownIdError, match="unknown trajectory id 'traj-nowhere'") as caught:
-            export_dataset(frozen.catalog, broken.id, tmp_path / "out", fmt, workers=2)
-        assert (caught.value.kind, caught.value.value) == ("trajectory", "traj-nowhere")
-        assert any("export worker" in note for note in caught.value.__notes__)
-    assert _leftovers(tmp_path) == []
+    out = tmp_path / "exports"
+    out.mkdir()
+    with Catalog.open(path, read_only=True) as damaged:
+        for fmt in ("hf", "parquet"):
+            with pytest.raises(UnknownIdError, match=f"unknown trajectory id '{gone}'") as caught:
+                export_dataset(damaged, frozen.version.id, out / "out", fmt, workers=2)
+            assert (caught.value.kind, caught.value.value) == ("trajectory", gone)
+            assert any("export worker" in note for note in caught.value.__notes__)
+    assert _leftovers(out) == []
     assert multiprocessing.active_children() == []
 
 
@@ -823,3 +810,41 @@ def test_the_cards_trl_snippet_trains_with_the_mask_applied(
     ):
         assert row_labels == [t if m else -100 for t, m in zip(ids, mask, strict=True)]
     assert any(0 in mask for mask in tokenized.assistant_masks), "some turns are masked"
+
+
+# -- the record path as the oracle -------------------------------------------------------
+
+
+def test_the_openai_episode_reads_back_as_recorded(frozen: Frozen) -> None:
+    """Raw replies, malformed calls, refusals and endpoint failures: the steps of the
+    OpenAI-policy episode read from the columns equal those of the record."""
+    trajectory = frozen.catalog.get_trajectory(frozen.llm_id)  # feedback keys sorted, as stored
+    stored = stored_chat_steps(frozen.catalog, frozen.version)[frozen.llm_id]
+    assert stored == [ChatStep.of(s) for s in trajectory.steps]
+    assert any(s.model_output for s in stored)
+    assert any(s.call is None for s in stored)  # replies that gave no action
+
+
+def test_export_rows_are_the_record_paths_rows_byte_for_byte(
+    frozen: Frozen, tmp_path: Path
+) -> None:
+    report = export_dataset(frozen.catalog, frozen.version.id, tmp_path / "out", "hf")
+    sft = read_split(report.out_dir / "hf" / "sft").to_pylist()
+    rl = {r["task_id"]: r for r in read_split(report.out_dir / "hf" / "rl_tasks").to_pylist()}
+
+    assert [r["trajectory_id"] for r in sft] == [m.trajectory_id for m in frozen.version.members]
+    for row in sft:
+        trajectory = frozen.catalog.get_trajectory(row["trajectory_id"])
+        budget = trajectory.metadata.max_steps
+        assert budget is not None
+        expected = oracle_row(trajectory, frozen.member(trajectory.id), budget)
+        assert {name: row[name] for name in expected} == expected
+        task = rl[trajectory.task.id]
+        assert task["task_spec"] == trajectory.task.to_json().decode()
+        spec = trajectory.task.model_dump(mode="json")
+        assert task["verifier"] == canonical_json(spec["verifier"]).decode()
+        assert task["seed"] == trajectory.task.initial_conditions.seed
+        view = task_view(trajectory.task, MobileSandbox(), budget)
+        assert task["prompt"] == [orjson.dumps(m).decode() for m in opening_messages(view)]
+    assert any(row["correction"] for row in sft)
+    assert any(not all(row["trained"]) for row in sft)
