@@ -26,16 +26,13 @@ from pydantic import BaseModel, Field
 from agents.trajectory_collector import EpisodeHook
 from contract import (
     ROUND_ID,
-    CurationRecord,
     DatasetApproval,
     DatasetVersion,
     FlywheelError,
     GenerationPlan,
     InvalidInputError,
     MixTarget,
-    Review,
     TaskSpec,
-    Trajectory,
     content_hash,
     default_plan,
 )
@@ -225,10 +222,13 @@ def collect_shard_task(
     policy: PolicyName | None = None,
     backend: stages.BackendName = "sandbox",
     on_episode: EpisodeHook | None = None,
-) -> list[Trajectory]:
-    return stages.collect_one_shard(
+) -> int:
+    """Collect the shard and write its Parquet file; the number of trajectories in it
+    (the records stay in the file: the catalog carries them on)."""
+    trajectories = stages.collect_one_shard(
         home, round_id, shard, tasks, config, settings, policy, backend, on_episode
     )
+    return len({t.id for t in trajectories})
 
 
 @task(name="ingest", cache_policy=NO_CACHE, retries=1)
@@ -237,26 +237,20 @@ def ingest_task(home: Path, round_id: str) -> int:
 
 
 @task(name="curate", cache_policy=NO_CACHE, retries=1)
-def curate_task(home: Path, round_id: str, settings: FlywheelSettings) -> list[CurationRecord]:
+def curate_task(home: Path, round_id: str, settings: FlywheelSettings) -> int:
+    """Curate the round's trajectories and store the records; how many were kept."""
     llm = agent_llm(settings, "curator")
-    return curate_round(home, round_id, settings.curation, llm)
+    return sum(r.kept for r in curate_round(home, round_id, settings.curation, llm))
 
 
 @task(name="gate", cache_policy=NO_CACHE, retries=1)
 def gate_task(
-    home: Path,
-    round_id: str,
-    trajectories: Sequence[Trajectory],
-    curations: Sequence[CurationRecord],
-    gate_name: str,
-    settings: FlywheelSettings,
+    home: Path, round_id: str, gate_name: str, settings: FlywheelSettings
 ) -> stages.GateOutcome:
     log = get_run_logger()
     return stages.gate(
         home,
         round_id,
-        trajectories,
-        curations,
         build_gate(gate_name, settings),
         wait_s=settings.gate.wait_s,
         poll_s=settings.gate.poll_s,
@@ -269,16 +263,27 @@ def gate_task(
 def propose_task(
     home: Path,
     round_id: str,
-    trajectory_ids: Sequence[str],
-    reviews: Sequence[Review],
+    carried_in: Sequence[str],
     settings: FlywheelSettings,
     target: MixTarget,
-    now_failing: Sequence[str] = (),
     plan: GenerationPlan | None = None,
 ) -> Proposal | None:
+    """The dataset version the round proposes, from its pool as the catalog holds it."""
+    log = get_run_logger()
+    pool = stages.round_pool(home, round_id, carried_in)
+    for result in pool.stale:
+        failing = "; ".join(c.description for c in result.failing())
+        log.info("%s passed an older verifier and fails today's: %s", result.trajectory_id, failing)
     llm = agent_llm(settings, "balancer")
     proposal = stages.propose_dataset(
-        home, round_id, trajectory_ids, reviews, target, llm, now_failing, plan
+        home,
+        round_id,
+        pool.trajectory_ids,
+        pool.reviews,
+        target,
+        llm,
+        [r.trajectory_id for r in pool.stale],
+        plan,
     )
     if proposal is not None:
         from prefect.artifacts import create_markdown_artifact
@@ -358,9 +363,11 @@ def flywheel_round(
 def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) -> RoundSummary:
     """The body of ``flywheel_round`` (inside a flow run).
 
-    Large values travel between tasks wrapped in ``quote``: Prefect then does not walk
-    thousands of records looking for futures. A stage finished by an earlier run is
-    skipped and what it made is read back from the catalog.
+    The catalog carries the round's data from stage to stage: a stage's task returns a
+    count or ids, never the trajectories or curation records (the flow's memory does not
+    grow with them), and the next stage reads what it needs. Each collection shard is
+    given its tasks wrapped in ``quote`` (Prefect then does not walk them looking for
+    futures). A stage finished by an earlier run is skipped.
     """
     log = get_run_logger()
     home = settings.home
@@ -390,35 +397,31 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
     recollected = stages.recollection(home, config.plan)
     if recollected:
         log.info("%d stored tasks collected again (replays, preservation set)", len(recollected))
-    if "collect" in done:
-        trajectories = stored.trajectories()
-    else:
-        trajectories = _collect(settings, round_id, config, [*tasks, *recollected])
+    if "collect" not in done:
+        collected = _collect(settings, round_id, config, [*tasks, *recollected])
         stored_count = ingest_task(home, round_id)
-        if stored_count != len({t.id for t in trajectories}):
+        if stored_count != collected:
             raise FlywheelError(
                 f"{round_id}: the catalog holds {stored_count} trajectories of the round, "
-                f"its shards {len(trajectories)}"
+                f"its shards {collected}"
             )
+        if config.devices == "gui":
+            publish_devices(settings, round_id)
         _mark(settings, round_id, "collect")
-    if "curate" in done:
-        curations = stored.curations()
-    else:
-        curations = curate_task(home, round_id, settings)
+    if "curate" not in done:
+        curate_task(home, round_id, settings)
         _mark(settings, round_id, "curate")
     if "gate" in done:
         gated = stored.gate_outcome()
     else:
-        gated = gate_task(
-            home, round_id, quote(trajectories), quote(curations), config.gate, settings
-        )
+        gated = gate_task(home, round_id, config.gate, settings)
         _mark(settings, round_id, "gate")
     if "balance" not in done:
-        _propose_and_decide(settings, round_id, config, trajectories, gated, run_id)
+        _propose_and_decide(settings, round_id, config, gated, run_id)
         _mark(settings, round_id, "balance")
 
     summary = stages.summarize(
-        home, round_id, run_id, tasks, trajectories, curations, gated, recollected=len(recollected)
+        home, round_id, run_id, gated.carried_in, recollected=len(recollected)
     )
     publish_summary(summary)
     log.info("round %s done: dataset %s", round_id, summary.dataset_version)
@@ -429,7 +432,6 @@ def _propose_and_decide(
     settings: FlywheelSettings,
     round_id: str,
     config: RoundConfig,
-    trajectories: Sequence[Trajectory],
     gated: stages.GateOutcome,
     run_id: str | None,
 ) -> None:
@@ -440,20 +442,8 @@ def _propose_and_decide(
     """
     log = get_run_logger()
     home = settings.home
-    pool = [*trajectories, *gated.carried_in]
-    stale = stages.stale_successes(pool)
-    for result in stale:
-        failing = "; ".join(c.description for c in result.failing())
-        log.info("%s passed an older verifier and fails today's: %s", result.trajectory_id, failing)
     proposal = propose_task(
-        home,
-        round_id,
-        [t.id for t in pool],
-        quote(gated.reviews),
-        settings,
-        config.target,
-        [r.trajectory_id for r in stale],
-        config.plan,
+        home, round_id, list(gated.carried_in), settings, config.target, config.plan
     )
     if proposal is None:
         log.info("nothing approved: no dataset version to propose")
@@ -494,28 +484,16 @@ class StoredRound:
         with Catalog.open(self._path, read_only=True) as catalog:
             return catalog.tasks_of_round(self._round)
 
-    def trajectories(self) -> list[Trajectory]:
-        with Catalog.open(self._path, read_only=True) as catalog:
-            return catalog.trajectories_of_round(self._round)
-
-    def curations(self) -> list[CurationRecord]:
-        with Catalog.open(self._path, read_only=True) as catalog:
-            return catalog.curations_of_round(self._round)
-
     def gate_outcome(self) -> stages.GateOutcome:
         with Catalog.open(self._path, read_only=True) as catalog:
-            carried_in = catalog.settled_into(self._round)
-            return stages.GateOutcome(
-                reviews=catalog.reviews_of_round(self._round)
-                + catalog.reviews_of_trajectories([t.id for t in carried_in]),
-                carried_in=carried_in,
-            )
+            return stages.GateOutcome(tuple(catalog.settled_ids(self._round)))
 
 
 def _collect(
     settings: FlywheelSettings, round_id: str, config: RoundConfig, tasks: Sequence[TaskSpec]
-) -> list[Trajectory]:
-    """One Prefect task per shard, at most ``collect_workers`` at once; the scripted
+) -> int:
+    """The number of trajectories collected (written to the round's shards), by one
+    Prefect task per shard, at most ``collect_workers`` at once; the scripted
     teacher's share of the tasks (``RoundConfig.teacher_tasks``) in shards of its own,
     and with ``devices`` ``gui`` the tasks that need the GUI agent in device shards (a
     shard holds one device at a time)."""
@@ -545,7 +523,7 @@ def _collect(
         max_workers=settings.round.collect_workers
     )
     progress = CollectionProgress(len(tasks), log)
-    trajectories: list[Trajectory] = []
+    collected = 0
     with runner:
         futures = [
             runner.submit(
@@ -565,24 +543,27 @@ def _collect(
             for name, policy, backend, shard in shards
         ]
         for done, future in enumerate(futures, start=1):
-            trajectories += future.result()
+            collected += future.result()
             log.info("collected shard %d/%d", done, len(futures))
-    if on_device:
-        publish_devices(round_id, trajectories)
-    return sorted(trajectories, key=lambda t: t.id)
+    return collected
 
 
-def publish_devices(round_id: str, trajectories: Sequence[Trajectory]) -> None:
-    """Per device of the pool: attempts, outcomes, and the evidence kept."""
+def publish_devices(settings: FlywheelSettings, round_id: str) -> None:
+    """Per device of the pool: attempts, outcomes, and the evidence kept (from the
+    catalog, once the round's shards are in)."""
     from prefect.artifacts import create_table_artifact
 
+    with Catalog.open(settings.catalog_path, read_only=True) as catalog:
+        episodes = catalog.episode_facts(round_id)
     counts: dict[str, Counter[str]] = defaultdict(Counter)
-    for t in trajectories:
-        if t.metadata.backend == "device":
-            seen = counts[t.metadata.device or "none"]
+    for episode in episodes:
+        if episode.backend == "device":
+            seen = counts[episode.device or "none"]
             seen["attempts"] += 1
-            seen[t.metadata.outcome.value] += 1
-            seen["artifacts"] += sum(len(step.artifacts) for step in t.steps)
+            seen[episode.outcome] += 1
+            seen["artifacts"] += episode.artifacts
+    if not counts:
+        return
     columns = ("attempts", "success", "failure", "backend_error", "artifacts")
     create_table_artifact(
         key="round-devices",

@@ -48,6 +48,7 @@ from flows.settings import FlywheelSettings, catalog_path
 from human_gate import GateItem, GateUnavailableError, HumanGate, final_decisions
 from storage import Catalog
 from storage.files import path_inside
+from storage.round_facts import EpisodeFacts
 from storage.shards import (
     list_shards,
     read_trajectory_shard,
@@ -199,18 +200,15 @@ def ingest(home: Path, round_id: str) -> int:
 
 @dataclass(frozen=True)
 class GateOutcome:
-    """What the gate stage leaves for balancing: every review of the round's items, and
-    items carried over from earlier rounds that were decided during this one."""
+    """What the gate stage leaves for balancing besides the reviews it stored: the items
+    carried over from earlier rounds that were decided during this one (ids)."""
 
-    reviews: list[Review]
-    carried_in: list[Trajectory]
+    carried_in: tuple[str, ...]
 
 
 def gate(
     home: Path,
     round_id: str,
-    trajectories: Sequence[Trajectory],
-    curations: Sequence[CurationRecord],
     human_gate: HumanGate,
     *,
     wait_s: float = 0.0,
@@ -218,10 +216,15 @@ def gate(
     max_poll_s: float = 60.0,
     log: Callable[[str], None] = lambda _: None,
 ) -> GateOutcome:
-    """Send kept trajectories through the gate and store decisions as they come (for up
-    to ``wait_s``); then take up items earlier rounds carried over, and carry over what
-    is still undecided. Nothing undecided is ever approved."""
+    """Send the round's kept trajectories (read from the catalog) through the gate and
+    store decisions as they come (for up to ``wait_s``); then take up items earlier
+    rounds carried over, and carry over what is still undecided. Nothing undecided is
+    ever approved."""
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        curations = [c for c in catalog.curations_of_round(round_id) if c.kept]
+        trajectories = catalog.trajectories_by_ids([c.trajectory_id for c in curations])
     items = gate_items(trajectories, curations)
+    del trajectories, curations
 
     def store(reviews: Sequence[Review]) -> None:
         with Catalog.open(catalog_path(home)) as catalog:
@@ -240,11 +243,9 @@ def gate(
     carried_in = take_up_carried(home, round_id, human_gate, store, log)
     with Catalog.open(catalog_path(home)) as catalog:
         catalog.carry_over(round_id, human_gate.name, outcome.pending)
-        reviews = catalog.reviews_of_round(round_id)
-        carried_reviews = catalog.reviews_of_trajectories([t.id for t in carried_in])
     if outcome.pending:
         log(f"{len(outcome.pending)} item(s) undecided: carried over to the next round")
-    return GateOutcome(reviews + carried_reviews, carried_in)
+    return GateOutcome(tuple(carried_in))
 
 
 def take_up_carried(
@@ -253,11 +254,11 @@ def take_up_carried(
     human_gate: HumanGate,
     store: Callable[[Sequence[Review]], None],
     log: Callable[[str], None] = lambda _: None,
-) -> list[Trajectory]:
+) -> list[str]:
     """Ask ``human_gate`` once more about the items earlier rounds carried over to it
     (submitting them again first: an item the gate never received, say because it was
     down, gets there now), store the decisions, and settle the decided items into
-    ``round_id``. Returns the settled items (a rerun of the round returns those it
+    ``round_id``. Returns the settled items' ids (a rerun of the round returns those it
     settled before, too)."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         carried = catalog.carried_into(round_id, human_gate.name)
@@ -279,7 +280,7 @@ def take_up_carried(
         decided += [i.trajectory_id for i in items if i.trajectory_id not in waiting]
     with Catalog.open(catalog_path(home)) as catalog:
         settled = catalog.settle_carry_over(round_id, decided)
-        taken = catalog.settled_into(round_id)
+        taken = catalog.settled_ids(round_id)
     log(f"{settled} item(s) carried over from earlier rounds were decided")
     return taken
 
@@ -332,6 +333,29 @@ def propose_dataset(
         preserved={r.fingerprint for r in plan.preserve} if plan else frozenset(),
     )
     return Proposal.of(state)
+
+
+@dataclass(frozen=True)
+class RoundPool:
+    """What balancing weighs, read from the catalog: the round's trajectories and the
+    items carried into it (ids), every review of them, and those of them that passed an
+    older verifier and fail today's."""
+
+    trajectory_ids: list[str]
+    reviews: list[Review]
+    stale: list[Reverification]
+
+
+def round_pool(home: Path, round_id: str, carried_in: Sequence[str]) -> RoundPool:
+    """The round's pool for ``propose_dataset``; only the trajectories verified before the
+    collateral check existed are loaded as records (to verify them again)."""
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        ids = [tid for tid, _ in catalog.trajectory_fingerprints(round_id)]
+        ids += [tid for tid in carried_in if tid not in set(ids)]
+        reviews = catalog.reviews_of_round(round_id)
+        reviews += catalog.reviews_of_trajectories(list(carried_in))
+        older = _older(catalog, ids)
+    return RoundPool(sorted(ids), reviews, stale_successes(older))
 
 
 def _older(catalog: Catalog, trajectory_ids: Sequence[str]) -> list[Trajectory]:
@@ -424,19 +448,20 @@ def summarize(
     home: Path,
     round_id: str,
     flow_run_id: str | None,
-    tasks: Sequence[TaskSpec],
-    trajectories: Sequence[Trajectory],
-    curations: Sequence[CurationRecord],
-    gated: GateOutcome,
+    carried_in: Sequence[str],
     *,
     recollected: int = 0,
 ) -> RoundSummary:
-    """Counts per stage and per capability; marks the round done in the catalog."""
-    kept = {c.trajectory_id for c in curations if c.kept}
-    decisions = {t: r for t, r in final_decisions(gated.reviews).items() if t in kept}
-    approved = {t for t, r in decisions.items() if r.decision in APPROVED}
-    carried_decisions = final_decisions(r for r in gated.reviews if r.trajectory_id not in kept)
+    """Counts per stage and per capability, read from the catalog; marks the round done."""
     with Catalog.open(catalog_path(home)) as catalog:
+        kept = {c.trajectory_id for c in catalog.curations_of_round(round_id) if c.kept}
+        reviews = catalog.reviews_of_round(round_id)
+        reviews += catalog.reviews_of_trajectories(list(carried_in))
+        decisions = {t: r for t, r in final_decisions(reviews).items() if t in kept}
+        approved = {t for t, r in decisions.items() if r.decision in APPROVED}
+        carried = final_decisions(r for r in reviews if r.trajectory_id not in kept)
+        episodes = catalog.episode_facts(round_id)
+        tasks = catalog.task_capabilities(round_id)
         rejected_tasks = len(catalog.rejections_of_round(round_id))
         dataset_id = _dataset_of(catalog, round_id)
         members = (
@@ -449,16 +474,14 @@ def summarize(
             "constructed": len(tasks),
             "recollected": recollected,
             "rejected_tasks": rejected_tasks,
-            "collected": len(trajectories),
-            "backend_errors": sum(
-                t.metadata.outcome is Outcome.BACKEND_ERROR for t in trajectories
-            ),
+            "collected": len(episodes),
+            "backend_errors": sum(e.outcome == Outcome.BACKEND_ERROR.value for e in episodes),
             "curated": len(kept),
             "approved": len(approved),
             "rejected": len(decisions) - len(approved),
             "pending": len(kept) - len(decisions),
-            "carried_in": len(gated.carried_in),
-            "carried_in_approved": sum(r.decision in APPROVED for r in carried_decisions.values()),
+            "carried_in": len(carried_in),
+            "carried_in_approved": sum(r.decision in APPROVED for r in carried.values()),
             "in_dataset": len(members),
         }
         catalog.finish_round(
@@ -470,7 +493,7 @@ def summarize(
         dataset_version=dataset_id,
         approval=approval,
         counts=counts,
-        capabilities=_capability_rows(tasks, trajectories, approved, members),
+        capabilities=_capability_rows(tasks, episodes, approved, members),
     )
 
 
@@ -496,23 +519,23 @@ def _dataset_of(catalog: Catalog, round_id: str) -> str | None:
 
 
 def _capability_rows(
-    tasks: Sequence[TaskSpec],
-    runs: Sequence[Trajectory],
+    tasks: Sequence[Sequence[str]],
+    episodes: Sequence[EpisodeFacts],
     approved: set[str],
     members: set[str],
 ) -> list[CapabilityRow]:
-    task_count = Counter(c for t in tasks for c in t.capabilities)
+    task_count = Counter(c for capabilities in tasks for c in capabilities)
     rows = []
     for capability in Capability:
-        mine = [t for t in runs if capability in t.task.capabilities]
+        mine = [e for e in episodes if capability.value in e.capabilities]
         rows.append(
             CapabilityRow(
                 capability=capability.value,
-                tasks=task_count[capability],
+                tasks=task_count[capability.value],
                 trajectories=len(mine),
-                successes=sum(t.metadata.outcome is Outcome.SUCCESS for t in mine),
-                approved=sum(t.id in approved for t in mine),
-                in_dataset=sum(t.id in members for t in mine),
+                successes=sum(e.outcome == Outcome.SUCCESS.value for e in mine),
+                approved=sum(e.id in approved for e in mine),
+                in_dataset=sum(e.id in members for e in mine),
             )
         )
     return rows

@@ -40,7 +40,16 @@ from contract import (
     TaskSpec,
     Trajectory,
 )
-from storage import carry_over, dataset_diff, datasets, deployments, feedback, ingest, models
+from storage import (
+    carry_over,
+    dataset_diff,
+    datasets,
+    deployments,
+    feedback,
+    ingest,
+    models,
+    round_facts,
+)
 from storage.bulk import gc_paused
 from storage.curation_columns import CurationColumns, curation_columns
 from storage.errors import CatalogError, UnknownIdError
@@ -48,6 +57,7 @@ from storage.export_columns import ExportColumns, export_columns
 from storage.feedback import FeedbackSummary
 from storage.ingest import IngestReport
 from storage.migrations import SCHEMA_VERSION, migrate, schema_version
+from storage.round_facts import EpisodeFacts
 from storage.rows import (
     CURATION_SCHEMA,
     REJECTION_SCHEMA,
@@ -507,6 +517,17 @@ class Catalog:
         by_id = {row["trajectory_id"]: row for row in rows}
         return [by_id[i] for i in wanted if i in by_id]
 
+    def episode_facts(self, round_id: str) -> list[EpisodeFacts]:
+        """What the round's summary counts of each trajectory ``round_id`` stored, by id:
+        outcome, backend and device, its task's capabilities, artifacts kept."""
+        with self._connect() as con:
+            return round_facts.episode_facts(con, round_id)
+
+    def task_capabilities(self, round_id: str) -> list[list[str]]:
+        """The capabilities of each task first constructed in ``round_id``."""
+        with self._connect() as con:
+            return round_facts.task_capabilities(con, round_id)
+
     def count_trajectories(self, round_id: str) -> int:
         """How many trajectories a round has stored."""
         with self._connect() as con:
@@ -599,6 +620,12 @@ class Catalog:
         """Carried items that were decided during ``round_id``, by id."""
         with self._connect() as con:
             return _load_trajectories(con, f"t.id IN ({carry_over.SETTLED_IN})", [round_id])
+
+    def settled_ids(self, round_id: str) -> list[str]:
+        """The ids of ``settled_into(round_id)``, in order, without loading the records."""
+        with self._connect() as con:
+            rows = con.execute(f"{carry_over.SETTLED_IN} ORDER BY 1", [round_id]).fetchall()
+        return [str(trajectory_id) for (trajectory_id,) in rows]
 
     def carried_out_of(self, round_id: str, *, open_only: bool = False) -> int:
         """Items of ``round_id`` carried over to later rounds (``open_only``: those no
