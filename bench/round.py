@@ -38,7 +38,7 @@ from curation.facts import TrajectoryFacts
 from curation.routing import CuratorConfig
 from envs.sandbox import MobileSandbox
 from flows.policies import build_policy
-from flows.round import RoundConfig, resolve_config
+from flows.round_config import RoundConfig, resolve_config
 from flows.round_stages import local_sandbox
 from flows.settings import FlywheelSettings, load_settings
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
 from cli.identifiers import checked
 from cli.output import emit_json, table
 from contract import DATASET_ID
+
+if TYPE_CHECKING:
+    from flows.round_stages import RoundSummary
 
 rounds_app = typer.Typer(
     rich_markup_mode="markdown",
@@ -58,7 +61,7 @@ def run_round_command(
     with Catalog.open(settings.catalog_path):
         pass  # a bad state folder or catalog fails here, before any flow run exists
     api = live_prefect_api(settings)
-    run_flow = cast("Callable[..., dict[str, Any]]", flywheel_round)  # the flow validates
+    run_flow = cast("Callable[..., RoundSummary]", flywheel_round)  # the flow validates
     with flow_runs(settings, api):
         summary = run_flow(
             tasks=tasks,
@@ -71,26 +74,16 @@ def run_round_command(
             round_id=round_id,
             devices=devices,
         )
-    page = run_url(api, summary["flow_run_id"])
+    page = run_url(api, summary.flow_run_id)
     if as_json:
-        emit_json(
-            {
-                "round_id": summary["round_id"],
-                "flow_run_id": summary["flow_run_id"],
-                "dataset_version": summary["dataset_version"],
-                "approval": summary["approval"],
-                "counts": summary["counts"],
-                "capabilities": summary["capabilities"],
-                "prefect_ui": page,
-            }
-        )
+        emit_json(summary.model_dump(mode="json") | {"prefect_ui": page})
         return
     typer.echo(_round_text(summary, page))
-    if summary["dataset_version"]:
+    if summary.dataset_version:
         with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-            dataset = catalog.dataset_summary(summary["dataset_version"])
+            dataset = catalog.dataset_summary(summary.dataset_version)
         typer.echo("\n" + dataset_text(dataset))
-        typer.echo(f"\nAgain any time: flywheel datasets show {summary['dataset_version']}")
+        typer.echo(f"\nAgain any time: flywheel datasets show {summary.dataset_version}")
 
 
 CAPABILITY_NOTE = (
@@ -103,18 +96,18 @@ ACHIEVED_NOTE = (
 )
 
 
-def _round_text(summary: dict[str, Any], run_url: str) -> str:
-    counts = summary["counts"]
+def _round_text(summary: RoundSummary, run_url: str) -> str:
+    counts = summary.counts
     lines = [
-        f"Round {summary['round_id']} is done.",
-        f"Dataset version: {summary['dataset_version'] or 'none'}",
-        _approval_text(summary["approval"]),
+        f"Round {summary.round_id} is done.",
+        f"Dataset version: {summary.dataset_version or 'none'}",
+        _approval_text(summary.approval),
         "",
         table(("stage", "count"), list(counts.items())),
         "",
         table(
             ("capability", "tasks", "trajectories", "successes", "approved", "in dataset"),
-            [tuple(row.values()) for row in summary["capabilities"]],
+            [tuple(row.model_dump().values()) for row in summary.capabilities],
         ),
         CAPABILITY_NOTE,
         "",

@@ -43,7 +43,8 @@ from contract import (
     TrainingMethod,
 )
 from flows.deployment import deployment
-from flows.round import flywheel_round, teacher_share_for
+from flows.round import flywheel_round
+from flows.round_config import teacher_share_for
 from flows.servers.model import ModelServer
 from flows.settings import FlywheelSettings, catalog_path, load_settings
 from storage import Catalog
@@ -131,14 +132,14 @@ def loop(
             policy=policy,
             teacher_share=share if policy == "champion" else None,
         )
-        dataset_id = summary["dataset_version"]
+        dataset_id = summary.dataset_version
         turn = Turn(
             turn=number,
-            round_id=summary["round_id"],
-            collected_by=_collected_by(settings.home, summary["round_id"]),
-            trajectories=summary["counts"].get("collected", 0),
+            round_id=summary.round_id,
+            collected_by=_collected_by(settings.home, summary.round_id),
+            trajectories=summary.counts.get("collected", 0),
             dataset_id=dataset_id,
-            dataset_size=summary["counts"].get("in_dataset", 0) if dataset_id else 0,
+            dataset_size=summary.counts.get("in_dataset", 0) if dataset_id else 0,
         )
         if dataset_id is None:
             turn.note = "the round froze no dataset version: nothing to train on"

@@ -12,16 +12,17 @@ tag concurrency limit bound collection across concurrent rounds too.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
-from pydantic import BaseModel, Field
 
 from agents.trajectory_collector import EpisodeHook
 from contract import (
@@ -33,8 +34,6 @@ from contract import (
     InvalidInputError,
     MixTarget,
     TaskSpec,
-    content_hash,
-    default_plan,
 )
 from envs.appium.backend import needs_gui
 from flows import round_stages as stages
@@ -44,136 +43,18 @@ from flows.devices import require_a_ready_device
 from flows.gates import build_gate
 from flows.planning import next_plan
 from flows.progress import CollectionProgress
-from flows.round_stages import STAGES, RoundSummary
+from flows.round_config import RoundConfig, Share, resolve_config
+from flows.round_stages import RoundSummary
 from flows.settings import (
     ApprovalMode,
     DeviceRoute,
     FlywheelSettings,
     GateName,
-    GuiAgentName,
     PolicyName,
     agent_llm,
     load_settings,
 )
 from storage import Catalog
-
-Share = Annotated[float, Field(ge=0, le=1)]
-
-
-class RoundConfig(BaseModel):
-    """Everything that decides a round's data; its digest is the default round id."""
-
-    tasks: int = Field(ge=1)
-    seed: int = Field(ge=0)
-    policy: PolicyName
-    model: str | None = Field(description="model name when the policy is an LLM")
-    teacher_share: float = Field(
-        default=0.0, ge=0, le=1, description="share of tasks the scripted teacher collects"
-    )
-    devices: DeviceRoute = Field(
-        default="none", description="gui: tasks that need the GUI agent run on the device pool"
-    )
-    gui_agent: GuiAgentName = Field(
-        default="scripted", description="who operates devices: scripted, or llm (gui_model)"
-    )
-    gui_model: str | None = Field(default=None, description="the llm GUI agent's model name")
-    fault_rate: float = Field(ge=0, le=1)
-    recovery_rate: float = Field(ge=0, le=1)
-    backend_fault_rate: float = Field(ge=0, le=1)
-    max_steps: int | None = Field(default=None, ge=1)
-    max_backend_attempts: int = Field(ge=1)
-    gate: GateName
-    shard_size: int = Field(ge=1)
-    plan: GenerationPlan
-    target: MixTarget
-
-    def round_id(self) -> str:
-        config = self.model_dump(mode="json")
-        if not config["teacher_share"]:  # ids of rounds from before the teacher share stand
-            del config["teacher_share"]
-        if config["devices"] == "none":  # and those from before the device pool
-            del config["devices"]
-        if config["gui_agent"] == "scripted":  # and from before the llm GUI agent
-            del config["gui_agent"], config["gui_model"]
-        return "round-" + content_hash(config, 12)
-
-    def teacher_tasks(self, tasks: Sequence[TaskSpec]) -> set[str]:
-        """Ids of the tasks the scripted teacher collects: ``teacher_share`` of them,
-        spread evenly over ``tasks`` in id order (none with the scripted policy)."""
-        if self.policy == "scripted" or not self.teacher_share:
-            return set()
-        ordered = sorted(t.id for t in tasks)
-        share = self.teacher_share
-        return {
-            task_id for i, task_id in enumerate(ordered) if int((i + 1) * share) > int(i * share)
-        }
-
-
-def teacher_share_for(share: float, champion_tasks: int | None, tasks: int) -> float:
-    """``share``, raised where needed so that the champion collects at most
-    ``champion_tasks`` of a round's ``tasks`` (the teacher takes the rest: a weak
-    champion's episodes run to the end of their step budget, and cost a turn minutes)."""
-    if champion_tasks is None or tasks < 1:
-        return share
-    wanted = (tasks - min(champion_tasks, tasks)) / tasks
-    # a hair above: ``teacher_tasks`` floors ``tasks * share``, which rounding may put below
-    return min(1.0, wanted + 1e-9) if wanted > share else share
-
-
-def resolve_config(
-    settings: FlywheelSettings,
-    *,
-    tasks: int | None = None,
-    seed: int | None = None,
-    policy: PolicyName | None = None,
-    fault_rate: float | None = None,
-    backend_fault_rate: float | None = None,
-    gate: GateName | None = None,
-    plan: GenerationPlan | None = None,
-    teacher_share: float | None = None,
-    devices: DeviceRoute | None = None,
-) -> RoundConfig:
-    """Settings, with explicit arguments taking precedence; ``plan`` defaults to the even
-    mix of the round's tasks."""
-    chosen_policy = policy or settings.round.policy
-    n = settings.round.tasks if tasks is None else tasks
-    return RoundConfig(
-        tasks=n,
-        seed=settings.round.seed if seed is None else seed,
-        policy=chosen_policy,
-        model=_model_of(chosen_policy, settings),
-        teacher_share=settings.round.teacher_share if teacher_share is None else teacher_share,
-        devices=devices or settings.devices.route,
-        gui_agent=settings.devices.gui_agent,
-        gui_model=(
-            settings.devices.gui_model.model
-            if settings.devices.gui_agent == "llm" and settings.devices.gui_model
-            else None
-        ),
-        fault_rate=settings.episode.fault_rate if fault_rate is None else fault_rate,
-        recovery_rate=settings.episode.recovery_rate,
-        backend_fault_rate=(
-            settings.round.backend_fault_rate if backend_fault_rate is None else backend_fault_rate
-        ),
-        max_steps=settings.episode.max_steps,
-        max_backend_attempts=settings.round.max_backend_attempts,
-        gate=gate or settings.round.gate,
-        shard_size=settings.round.shard_size,
-        plan=plan if plan is not None else default_plan(n),
-        target=settings.balance.target(),
-    )
-
-
-def _model_of(policy: PolicyName, settings: FlywheelSettings) -> str | None:
-    """The model an LLM policy collects with: the endpoint's model name, or the registry id
-    of the champion the model server serves now."""
-    if policy == "openai":
-        return settings.policy.model
-    if policy == "champion":
-        from flows.policies import served_champion
-
-        return served_champion(settings)
-    return None
 
 
 @task(name="plan", cache_policy=NO_CACHE)
@@ -194,8 +75,9 @@ def plan_task(config: RoundConfig) -> GenerationPlan:
 @task(name="construct", cache_policy=NO_CACHE, retries=1)
 def construct_task(
     home: Path, round_id: str, config: RoundConfig, settings: FlywheelSettings
-) -> list[TaskSpec]:
-    return stages.construct(
+) -> int:
+    """Construct the round's tasks and store them; how many the round has."""
+    tasks = stages.construct(
         home,
         round_id,
         config.plan,
@@ -203,6 +85,7 @@ def construct_task(
         max_passes=settings.round.max_construct_passes,
         llm=agent_llm(settings, "task_constructor"),
     )
+    return len(tasks)
 
 
 @task(
@@ -313,7 +196,7 @@ def flywheel_round(
     round_id: str | None = None,
     teacher_share: Share | None = None,
     devices: DeviceRoute | None = None,
-) -> dict[str, Any]:
+) -> RoundSummary:
     """One flywheel round: construct, collect, curate, gate, balance, approve, freeze.
 
     Parameters left unset (None) come from the settings (``flywheel.toml``,
@@ -356,21 +239,31 @@ def flywheel_round(
         teacher_share=teacher_share,
         devices=devices,
     )
-    summary = run_round(settings, config, round_id or config.round_id())
-    return summary.model_dump(mode="json")
+    return run_round(settings, config, round_id or config.round_id())
+
+
+@dataclass(frozen=True)
+class RoundRun:
+    """What each stage of a round's run is given: the settings, the configuration, the
+    round and the flow run. What a stage made is in the catalog, where the next reads it."""
+
+    settings: FlywheelSettings
+    config: RoundConfig
+    round_id: str
+    run_id: str | None
 
 
 def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) -> RoundSummary:
-    """The body of ``flywheel_round`` (inside a flow run).
+    """The body of ``flywheel_round`` (inside a flow run): the stages of ``ROUND_STAGES``
+    the round has not finished, in order (``walk_stages``), then its summary.
 
     The catalog carries the round's data from stage to stage: a stage's task returns a
-    count or ids, never the trajectories or curation records (the flow's memory does not
-    grow with them), and the next stage reads what it needs. Each collection shard is
-    given its tasks wrapped in ``quote`` (Prefect then does not walk them looking for
-    futures). A stage finished by an earlier run is skipped.
+    count or ids, never the tasks, trajectories or curation records (the flow's memory
+    does not grow with them), and the next stage reads what it needs. Each collection
+    shard is given its tasks wrapped in ``quote`` (Prefect then does not walk them looking
+    for futures).
     """
     log = get_run_logger()
-    home = settings.home
     run_id = str(flow_run.get_id() or "") or None
     with Catalog.open(settings.catalog_path) as catalog:
         info = catalog.begin_round(round_id, config.model_dump(mode="json"))
@@ -382,69 +275,69 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
             )
         if run_id:
             catalog.set_flow_run(round_id, run_id)
-    done = set(_finished_stages(info.stage))
-    log.info("round %s: stages already done: %s", round_id, ", ".join(sorted(done)) or "none")
-    stored = StoredRound(settings.catalog_path, round_id)
-
-    plan = plan_task(config)
-    if "construct" in done:
-        tasks = stored.tasks()
-    else:
-        tasks = construct_task(home, round_id, config, settings)
-        _mark(settings, round_id, "construct")
-    log.info("%d tasks for a plan of %d", len(tasks), plan.total)
-
-    recollected = stages.recollection(home, config.plan)
-    if recollected:
-        log.info("%d stored tasks collected again (replays, preservation set)", len(recollected))
-    if "collect" not in done:
-        collected = _collect(settings, round_id, config, [*tasks, *recollected])
-        stored_count = ingest_task(home, round_id)
-        if stored_count != collected:
-            raise FlywheelError(
-                f"{round_id}: the catalog holds {stored_count} trajectories of the round, "
-                f"its shards {collected}"
-            )
-        if config.devices == "gui":
-            publish_devices(settings, round_id)
-        _mark(settings, round_id, "collect")
-    if "curate" not in done:
-        curate_task(home, round_id, settings)
-        _mark(settings, round_id, "curate")
-    if "gate" in done:
-        gated = stored.gate_outcome()
-    else:
-        gated = gate_task(home, round_id, config.gate, settings)
-        _mark(settings, round_id, "gate")
-    if "balance" not in done:
-        _propose_and_decide(settings, round_id, config, gated, run_id)
-        _mark(settings, round_id, "balance")
-
-    summary = stages.summarize(
-        home, round_id, run_id, gated.carried_in, recollected=len(recollected)
+    run = RoundRun(settings, config, round_id, run_id)
+    plan_task(config)
+    stages.walk_stages(
+        [(name, partial(stage, run)) for name, stage in ROUND_STAGES],
+        info.stage,
+        mark=partial(_mark, settings, round_id),
+        log=log.info,
     )
+    with Catalog.open(settings.catalog_path, read_only=True) as catalog:
+        carried_in = catalog.settled_ids(round_id)
+    recollected = len(stages.recollection(settings.home, config.plan))
+    summary = stages.summarize(settings.home, round_id, run_id, carried_in, recollected=recollected)
     publish_summary(summary)
     log.info("round %s done: dataset %s", round_id, summary.dataset_version)
     return summary
 
 
-def _propose_and_decide(
-    settings: FlywheelSettings,
-    round_id: str,
-    config: RoundConfig,
-    gated: stages.GateOutcome,
-    run_id: str | None,
-) -> None:
+def _construct(run: RoundRun) -> None:
+    count = construct_task(run.settings.home, run.round_id, run.config, run.settings)
+    get_run_logger().info("%d tasks for a plan of %d", count, run.config.plan.total)
+
+
+def _collect_and_ingest(run: RoundRun) -> None:
+    """Collect the round's tasks and the stored tasks its plan collects again, then
+    ingest the shards; the catalog must then hold what the shards hold."""
+    log = get_run_logger()
+    settings, round_id = run.settings, run.round_id
+    recollected = stages.recollection(settings.home, run.config.plan)
+    if recollected:
+        log.info("%d stored tasks collected again (replays, preservation set)", len(recollected))
+    with Catalog.open(settings.catalog_path, read_only=True) as catalog:
+        tasks = catalog.tasks_of_round(round_id)
+    collected = _collect(settings, round_id, run.config, [*tasks, *recollected])
+    stored_count = ingest_task(settings.home, round_id)
+    if stored_count != collected:
+        raise FlywheelError(
+            f"{round_id}: the catalog holds {stored_count} trajectories of the round, "
+            f"its shards {collected}"
+        )
+    if run.config.devices == "gui":
+        publish_devices(settings, round_id)
+
+
+def _curate(run: RoundRun) -> None:
+    curate_task(run.settings.home, run.round_id, run.settings)
+
+
+def _gate(run: RoundRun) -> None:
+    gate_task(run.settings.home, run.round_id, run.config.gate, run.settings)
+
+
+def _propose_and_decide(run: RoundRun) -> None:
     """Propose the dataset version, have it approved (or not), and freeze it if so.
 
     The pause for a person happens here, in the flow itself, not inside a task: Prefect
     pauses flow runs. A decision stored by an earlier run of the round stands.
     """
     log = get_run_logger()
+    settings, round_id, config = run.settings, run.round_id, run.config
     home = settings.home
-    proposal = propose_task(
-        home, round_id, list(gated.carried_in), settings, config.target, config.plan
-    )
+    with Catalog.open(settings.catalog_path, read_only=True) as catalog:
+        carried_in = catalog.settled_ids(round_id)
+    proposal = propose_task(home, round_id, carried_in, settings, config.target, config.plan)
     if proposal is None:
         log.info("nothing approved: no dataset version to propose")
         return
@@ -462,7 +355,7 @@ def _propose_and_decide(
             settings.approval.mode,
             timeout_s=settings.approval.timeout_s,
             poll_s=settings.approval.poll_s,
-            flow_run_id=run_id,
+            flow_run_id=run.run_id,
         )
     decide_task(home, version, approval)
     log.info(
@@ -473,20 +366,15 @@ def _propose_and_decide(
     )
 
 
-class StoredRound:
-    """What finished stages of a round left in the catalog, read when a rerun needs it."""
-
-    def __init__(self, path: Path, round_id: str) -> None:
-        self._path = path
-        self._round = round_id
-
-    def tasks(self) -> list[TaskSpec]:
-        with Catalog.open(self._path, read_only=True) as catalog:
-            return catalog.tasks_of_round(self._round)
-
-    def gate_outcome(self) -> stages.GateOutcome:
-        with Catalog.open(self._path, read_only=True) as catalog:
-            return stages.GateOutcome(tuple(catalog.settled_ids(self._round)))
+ROUND_STAGES: tuple[tuple[str, Callable[[RoundRun], None]], ...] = (
+    ("construct", _construct),
+    ("collect", _collect_and_ingest),
+    ("curate", _curate),
+    ("gate", _gate),
+    ("balance", _propose_and_decide),
+)
+"""The round's stages in order, each run as Prefect tasks and marked done once it
+finished (the names are ``round_stages.STAGES``, which the catalog records)."""
 
 
 def _collect(
@@ -583,12 +471,6 @@ _SHARD_PREFIX = {
     (True, True): "teacher-device",
 }
 """Shard names by (collected by the teacher, run on a device)."""
-
-
-def _finished_stages(stage: str | None) -> list[str]:
-    if stage is None or stage not in STAGES:
-        return []
-    return list(STAGES[: STAGES.index(stage) + 1])
 
 
 def _mark(settings: FlywheelSettings, round_id: str, stage: str) -> None:

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -44,6 +44,7 @@ from envs.sandbox.reverify import Reverification, reverify
 from flows.approval import Proposal
 from flows.gates import sync_until
 from flows.policies import build_policy
+from flows.round_config import RoundConfig
 from flows.settings import FlywheelSettings, catalog_path
 from human_gate import GateItem, GateUnavailableError, HumanGate, final_decisions
 from storage import Catalog
@@ -56,12 +57,29 @@ from storage.shards import (
     write_trajectory_shard,
 )
 
-if TYPE_CHECKING:
-    from flows.round import RoundConfig
-
 STAGES = ("construct", "collect", "curate", "gate", "balance")
 BackendName = Literal["sandbox", "device"]
 APPROVED = frozenset({ReviewDecision.APPROVE, ReviewDecision.CORRECT})
+
+
+def walk_stages(
+    table: Sequence[tuple[str, Callable[[], object]]],
+    finished: str | None,
+    *,
+    mark: Callable[[str], None],
+    log: Callable[[str], None] = lambda _: None,
+) -> list[str]:
+    """Run the stages of ``table`` that come after ``finished`` (the last stage an
+    earlier run marked done; None: none was), in order, marking each done once it
+    returned: a stage that raises is not marked, and a rerun starts again there. Returns
+    the names of the stages run."""
+    names = [name for name, _ in table]
+    start = names.index(finished) + 1 if finished in names else 0
+    log(f"stages already done: {', '.join(names[:start]) or 'none'}")
+    for name, stage in table[start:]:
+        stage()
+        mark(name)
+    return names[start:]
 
 
 def shard_path(home: Path, round_id: str, shard: str) -> Path:

@@ -23,7 +23,7 @@ from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
 from envs.screen import permission_id
 from flows.devices import device_specs, ensure_device_limits, limit_name, prefect_guard
-from flows.round import resolve_config
+from flows.round_config import resolve_config
 from flows.round_stages import collect_one_shard
 from flows.servers import prefect_api
 from flows.settings import DeviceSettings, DevicesSettings, FlywheelSettings, ModelEndpoint

@@ -9,7 +9,7 @@ import pytest
 from contract import TaskSpec, content_hash
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
-from flows.round import RoundConfig, resolve_config, teacher_share_for
+from flows.round_config import RoundConfig, resolve_config, teacher_share_for
 from flows.settings import FlywheelSettings, PolicyName
 
 

@@ -1,0 +1,131 @@
+"""A round's configuration: everything that decides its data, and the round id derived
+from it. Plain pydantic, no Prefect: the round's stages and the benchmarks read it too."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from contract import GenerationPlan, MixTarget, TaskSpec, content_hash, default_plan
+from flows.settings import DeviceRoute, FlywheelSettings, GateName, GuiAgentName, PolicyName
+
+Share = Annotated[float, Field(ge=0, le=1)]
+
+
+class RoundConfig(BaseModel):
+    """Everything that decides a round's data; its digest is the default round id."""
+
+    tasks: int = Field(ge=1)
+    seed: int = Field(ge=0)
+    policy: PolicyName
+    model: str | None = Field(description="model name when the policy is an LLM")
+    teacher_share: float = Field(
+        default=0.0, ge=0, le=1, description="share of tasks the scripted teacher collects"
+    )
+    devices: DeviceRoute = Field(
+        default="none", description="gui: tasks that need the GUI agent run on the device pool"
+    )
+    gui_agent: GuiAgentName = Field(
+        default="scripted", description="who operates devices: scripted, or llm (gui_model)"
+    )
+    gui_model: str | None = Field(default=None, description="the llm GUI agent's model name")
+    fault_rate: float = Field(ge=0, le=1)
+    recovery_rate: float = Field(ge=0, le=1)
+    backend_fault_rate: float = Field(ge=0, le=1)
+    max_steps: int | None = Field(ge=1, description="the episode's step budget (None: each task's)")
+    max_backend_attempts: int = Field(ge=1)
+    gate: GateName
+    shard_size: int = Field(ge=1)
+    plan: GenerationPlan
+    target: MixTarget
+
+    def round_id(self) -> str:
+        """``round-`` and a digest of the configuration, less every field that has a
+        default and is at it. A field added later gets a default that keeps what rounds
+        did before it, so the ids of earlier rounds stand without a rule per field; the
+        fields every round had are required, and always in the digest."""
+        config = self.model_dump(mode="json")
+        for name, field in type(self).model_fields.items():
+            if not field.is_required() and getattr(self, name) == field.get_default():
+                del config[name]
+        return "round-" + content_hash(config, 12)
+
+    def teacher_tasks(self, tasks: Sequence[TaskSpec]) -> set[str]:
+        """Ids of the tasks the scripted teacher collects: ``teacher_share`` of them,
+        spread evenly over ``tasks`` in id order (none with the scripted policy)."""
+        if self.policy == "scripted" or not self.teacher_share:
+            return set()
+        ordered = sorted(t.id for t in tasks)
+        share = self.teacher_share
+        return {
+            task_id for i, task_id in enumerate(ordered) if int((i + 1) * share) > int(i * share)
+        }
+
+
+def teacher_share_for(share: float, champion_tasks: int | None, tasks: int) -> float:
+    """``share``, raised where needed so that the champion collects at most
+    ``champion_tasks`` of a round's ``tasks`` (the teacher takes the rest: a weak
+    champion's episodes run to the end of their step budget, and cost a turn minutes)."""
+    if champion_tasks is None or tasks < 1:
+        return share
+    wanted = (tasks - min(champion_tasks, tasks)) / tasks
+    # a hair above: ``teacher_tasks`` floors ``tasks * share``, which rounding may put below
+    return min(1.0, wanted + 1e-9) if wanted > share else share
+
+
+def resolve_config(
+    settings: FlywheelSettings,
+    *,
+    tasks: int | None = None,
+    seed: int | None = None,
+    policy: PolicyName | None = None,
+    fault_rate: float | None = None,
+    backend_fault_rate: float | None = None,
+    gate: GateName | None = None,
+    plan: GenerationPlan | None = None,
+    teacher_share: float | None = None,
+    devices: DeviceRoute | None = None,
+) -> RoundConfig:
+    """Settings, with explicit arguments taking precedence; ``plan`` defaults to the even
+    mix of the round's tasks."""
+    chosen_policy = policy or settings.round.policy
+    n = settings.round.tasks if tasks is None else tasks
+    return RoundConfig(
+        tasks=n,
+        seed=settings.round.seed if seed is None else seed,
+        policy=chosen_policy,
+        model=_model_of(chosen_policy, settings),
+        teacher_share=settings.round.teacher_share if teacher_share is None else teacher_share,
+        devices=devices or settings.devices.route,
+        gui_agent=settings.devices.gui_agent,
+        gui_model=(
+            settings.devices.gui_model.model
+            if settings.devices.gui_agent == "llm" and settings.devices.gui_model
+            else None
+        ),
+        fault_rate=settings.episode.fault_rate if fault_rate is None else fault_rate,
+        recovery_rate=settings.episode.recovery_rate,
+        backend_fault_rate=(
+            settings.round.backend_fault_rate if backend_fault_rate is None else backend_fault_rate
+        ),
+        max_steps=settings.episode.max_steps,
+        max_backend_attempts=settings.round.max_backend_attempts,
+        gate=gate or settings.round.gate,
+        shard_size=settings.round.shard_size,
+        plan=plan if plan is not None else default_plan(n),
+        target=settings.balance.target(),
+    )
+
+
+def _model_of(policy: PolicyName, settings: FlywheelSettings) -> str | None:
+    """The model an LLM policy collects with: the endpoint's model name, or the registry id
+    of the champion the model server serves now."""
+    if policy == "openai":
+        return settings.policy.model
+    if policy == "champion":
+        from flows.policies import served_champion
+
+        return served_champion(settings)
+    return None
