@@ -60,6 +60,8 @@ from storage.shards import (
 STAGES = ("construct", "collect", "curate", "gate", "balance")
 BackendName = Literal["sandbox", "device"]
 APPROVED = frozenset({ReviewDecision.APPROVE, ReviewDecision.CORRECT})
+GATE_BATCH = 2_000
+"""Kept items the gate stage reads and sends at a time."""
 
 
 def walk_stages(
@@ -235,34 +237,48 @@ def gate(
     log: Callable[[str], None] = lambda _: None,
 ) -> GateOutcome:
     """Send the round's kept trajectories (read from the catalog) through the gate and
-    store decisions as they come (for up to ``wait_s``); then take up items earlier
-    rounds carried over, and carry over what is still undecided. Nothing undecided is
-    ever approved."""
+    store decisions as they come; then take up items earlier rounds carried over, and
+    carry over what is still undecided. Nothing undecided is ever approved.
+
+    Items are read and sent ``GATE_BATCH`` at a time, each batch submitted and collected
+    once without waiting; then, if people still have items and ``wait_s`` is above 0,
+    those items alone are read again and waited for (up to ``wait_s``): the stage never
+    holds more than a batch and the undecided items (the gate's submissions are
+    idempotent)."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        curations = [c for c in catalog.curations_of_round(round_id) if c.kept]
-        trajectories = catalog.trajectories_by_ids([c.trajectory_id for c in curations])
-    items = gate_items(trajectories, curations)
-    del trajectories, curations
+        kept = [c for c in catalog.curations_of_round(round_id) if c.kept]
 
     def store(reviews: Sequence[Review]) -> None:
         with Catalog.open(catalog_path(home)) as catalog:
             catalog.add_reviews(reviews)
 
-    outcome = sync_until(
-        human_gate,
-        round_id,
-        items,
-        store,
-        wait_s=wait_s,
-        poll_s=poll_s,
-        max_poll_s=max_poll_s,
-        log=log,
-    )
+    def sync(curations: Sequence[CurationRecord], wait: float) -> tuple[str, ...]:
+        with Catalog.open(catalog_path(home), read_only=True) as catalog:
+            ids = [c.trajectory_id for c in curations]
+            trajectories = catalog.trajectories_by_ids(ids, verify_ids=False)  # written here
+        items = gate_items(trajectories, curations)
+        return sync_until(
+            human_gate,
+            round_id,
+            items,
+            store,
+            wait_s=wait,
+            poll_s=poll_s,
+            max_poll_s=max_poll_s,
+            log=log,
+        ).pending
+
+    pending: list[str] = []
+    for start in range(0, len(kept), GATE_BATCH):
+        pending += sync(kept[start : start + GATE_BATCH], 0.0)
+    if pending and wait_s > 0:
+        waiting = set(pending)
+        pending = list(sync([c for c in kept if c.trajectory_id in waiting], wait_s))
     carried_in = take_up_carried(home, round_id, human_gate, store, log)
     with Catalog.open(catalog_path(home)) as catalog:
-        catalog.carry_over(round_id, human_gate.name, outcome.pending)
-    if outcome.pending:
-        log(f"{len(outcome.pending)} item(s) undecided: carried over to the next round")
+        catalog.carry_over(round_id, human_gate.name, pending)
+    if pending:
+        log(f"{len(pending)} item(s) undecided: carried over to the next round")
     return GateOutcome(tuple(carried_in))
 
 

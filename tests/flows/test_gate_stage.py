@@ -1,0 +1,77 @@
+"""The gate stage reads the round's kept items from the catalog a batch at a time, sends
+each batch once without waiting, then waits only for the items people still have."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+import flows.round_stages
+from bench.synthetic import synthetic_round
+from contract import Routing
+from flows.curation_stage import curate_round
+from flows.round_stages import gate
+from flows.settings import CurationSettings, catalog_path
+from human_gate import GateItem, GateResult
+from human_gate.auto import review_of_curation
+from storage import Catalog
+
+ROUND = "round-gate"
+
+
+class PeopleGate:
+    """A fake of Label Studio: the curator's suggestion stands for items routed to no
+    person; people never answer the others (they stay pending)."""
+
+    name = "people"
+
+    def __init__(self) -> None:
+        self.submitted: list[list[str]] = []
+        self.collected: list[list[str]] = []
+
+    def submit(self, round_id: str, items: Sequence[GateItem]) -> None:
+        assert all(i.trajectory.id == i.curation.trajectory_id for i in items)
+        self.submitted.append([i.trajectory_id for i in items])
+
+    def collect(self, round_id: str, items: Sequence[GateItem]) -> GateResult:
+        self.collected.append([i.trajectory_id for i in items])
+        human = [i for i in items if i.curation.routing is Routing.NEEDS_HUMAN]
+        decided = [i for i in items if i.curation.routing is not Routing.NEEDS_HUMAN]
+        return GateResult(
+            reviews=tuple(review_of_curation(round_id, i.curation) for i in decided),
+            pending=tuple(i.trajectory_id for i in human),
+        )
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("gate")
+    synthetic_round(catalog_path(home), ROUND, 400, seed=2)
+    curate_round(home, ROUND, CurationSettings(audit_rate=0.2))
+    return home
+
+
+def test_batches_then_only_the_undecided_are_waited_for(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(flows.round_stages, "GATE_BATCH", 50)
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        kept = [c for c in catalog.curations_of_round(ROUND) if c.kept]
+    human = sorted(c.trajectory_id for c in kept if c.routing is Routing.NEEDS_HUMAN)
+    assert len(kept) > 50 and 0 < len(human) < len(kept)  # the case this is about
+    people = PeopleGate()
+
+    gate(home, ROUND, people, wait_s=0.05, poll_s=0.01)
+
+    first_pass = people.submitted[:-1]
+    assert all(len(batch) <= 50 for batch in first_pass)
+    assert sorted(i for batch in first_pass for i in batch) == sorted(c.trajectory_id for c in kept)
+    assert sorted(people.submitted[-1]) == human  # the wait: the undecided alone
+    assert all(sorted(batch) == human for batch in people.collected[len(first_pass) :])
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        reviewed = {r.trajectory_id for r in catalog.reviews_of_round(ROUND)}
+        carried = catalog.carried_out_of(ROUND)
+    assert reviewed == {c.trajectory_id for c in kept} - set(human)
+    assert carried == len(human)  # undecided: carried over, never approved
