@@ -39,7 +39,7 @@ from curation.routing import CuratorConfig
 from envs.sandbox import MobileSandbox
 from flows.policies import build_policy
 from flows.round_config import RoundConfig, resolve_config
-from flows.round_stages import local_sandbox
+from flows.round_stages import RoundSummary, local_sandbox
 from flows.settings import FlywheelSettings, load_settings
 
 HOME_ENV = "FLYWHEEL_HOME"
@@ -64,7 +64,7 @@ def run_round_benchmark(tasks: int = 2000, seed: int = 0, repeat: int = 3) -> st
     rounds: list[Timing] = []
     plains: list[Timing] = []
     constructions: list[Timing] = []
-    summary: dict[str, Any] = {}
+    summary: RoundSummary | None = None
     round_tasks: list[TaskSpec] = []
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="flywheel-bench-") as tmp, _home(Path(tmp)):
@@ -76,7 +76,7 @@ def run_round_benchmark(tasks: int = 2000, seed: int = 0, repeat: int = 3) -> st
                 timing, summary = _measured(partial(_round, tasks, seed), server)
             rounds.append(timing)
             with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-                round_tasks = catalog.tasks_of_round(summary["round_id"])
+                round_tasks = catalog.tasks_of_round(summary.round_id)
         policy = build_policy(config.policy, settings, config.fault_rate, config.recovery_rate)
         timing, (plain_counts, construction) = _measured(
             partial(plain_pipeline, config, settings, policy), None
@@ -84,7 +84,8 @@ def run_round_benchmark(tasks: int = 2000, seed: int = 0, repeat: int = 3) -> st
         plains.append(timing)
         constructions.append(construction)
     episodes, _ = _measured(lambda: collect_plainly(round_tasks, config, policy), None)
-    counts = summary["counts"]
+    assert summary is not None  # repeat >= 1
+    counts = summary.counts
     cpu_ratio = statistics.median(r.cpu_s / p.cpu_s for r, p in zip(rounds, plains, strict=True))
     wall_ratio = statistics.median(r.wall_s / p.wall_s for r, p in zip(rounds, plains, strict=True))
     lines = [
@@ -104,10 +105,10 @@ def run_round_benchmark(tasks: int = 2000, seed: int = 0, repeat: int = 3) -> st
     return "\n".join(lines)
 
 
-def _round(tasks: int, seed: int) -> dict[str, Any]:
+def _round(tasks: int, seed: int) -> RoundSummary:
     from flows.round import flywheel_round
 
-    summary: dict[str, Any] = flywheel_round(tasks=tasks, seed=seed)
+    summary: RoundSummary = flywheel_round(tasks=tasks, seed=seed)
     return summary
 
 
