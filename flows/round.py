@@ -77,7 +77,7 @@ def construct_task(
     home: Path, round_id: str, config: RoundConfig, settings: FlywheelSettings
 ) -> int:
     """Construct the round's tasks and store them; how many the round has."""
-    tasks = stages.construct(
+    return stages.construct(
         home,
         round_id,
         config.plan,
@@ -85,7 +85,6 @@ def construct_task(
         max_passes=settings.round.max_construct_passes,
         llm=agent_llm(settings, "task_constructor"),
     )
-    return len(tasks)
 
 
 @task(

@@ -97,8 +97,9 @@ def construct(
     *,
     max_passes: int,
     llm: JsonLLM | None = None,
-) -> list[TaskSpec]:
-    """Fill the plan with validated tasks and store them; returns the round's tasks."""
+) -> int:
+    """Fill the plan with validated tasks and store them; returns how many tasks the
+    round has (the next stage reads them from the catalog)."""
     with Catalog.open(catalog_path(home)) as catalog:
         earlier = catalog.tasks_except_round(round_id)
         construct_tasks(
@@ -114,7 +115,7 @@ def construct(
             stored_tasks=catalog.tasks_with_fingerprints(plan.recollect_fingerprints),
             max_passes=max_passes,
         )
-        return catalog.tasks_of_round(round_id)
+        return len(catalog.task_capabilities(round_id))
 
 
 def recollection(home: Path, plan: GenerationPlan) -> list[TaskSpec]:
