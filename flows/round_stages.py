@@ -32,6 +32,7 @@ from contract import (
     Outcome,
     Review,
     ReviewDecision,
+    Routing,
     Split,
     TaskSpec,
     Trajectory,
@@ -47,6 +48,7 @@ from flows.policies import build_policy
 from flows.round_config import RoundConfig
 from flows.settings import FlywheelSettings, catalog_path
 from human_gate import GateItem, GateUnavailableError, HumanGate, final_decisions
+from human_gate.auto import review_of_curation
 from storage import Catalog
 from storage.files import path_inside
 from storage.round_facts import EpisodeFacts
@@ -237,21 +239,26 @@ def gate(
     max_poll_s: float = 60.0,
     log: Callable[[str], None] = lambda _: None,
 ) -> GateOutcome:
-    """Send the round's kept trajectories (read from the catalog) through the gate and
-    store decisions as they come; then take up items earlier rounds carried over, and
-    carry over what is still undecided. Nothing undecided is ever approved.
+    """Decide the round's kept items: those the curator routed to no person get its
+    suggestion as an automatic review, as every gate gives them (no trajectory is read
+    for them); those routed to a person go through ``human_gate``, decisions stored as
+    they come. Then take up items earlier rounds carried over, and carry over what is
+    still undecided. Nothing undecided is ever approved.
 
-    Items are read and sent ``GATE_BATCH`` at a time, each batch submitted and collected
-    once without waiting; then, if people still have items and ``wait_s`` is above 0,
-    those items alone are read again and waited for (up to ``wait_s``): the stage never
-    holds more than a batch and the undecided items (the gate's submissions are
-    idempotent)."""
+    Items for the gate are read and sent ``GATE_BATCH`` at a time, each batch submitted
+    and collected once without waiting; then, if people still have items and ``wait_s``
+    is above 0, those items alone are read again and waited for (up to ``wait_s``): the
+    stage never holds more than a batch and the undecided items (the gate's submissions
+    are idempotent)."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         kept = [c for c in catalog.curations_of_round(round_id) if c.kept]
 
     def store(reviews: Sequence[Review]) -> None:
         with Catalog.open(catalog_path(home)) as catalog:
             catalog.add_reviews(reviews)
+
+    store([review_of_curation(round_id, c) for c in kept if c.routing is not Routing.NEEDS_HUMAN])
+    for_people = [c for c in kept if c.routing is Routing.NEEDS_HUMAN]
 
     def sync(curations: Sequence[CurationRecord], wait: float) -> tuple[str, ...]:
         with Catalog.open(catalog_path(home), read_only=True) as catalog:
@@ -270,11 +277,11 @@ def gate(
         ).pending
 
     pending: list[str] = []
-    for start in range(0, len(kept), GATE_BATCH):
-        pending += sync(kept[start : start + GATE_BATCH], 0.0)
+    for start in range(0, len(for_people), GATE_BATCH):
+        pending += sync(for_people[start : start + GATE_BATCH], 0.0)
     if pending and wait_s > 0:
         waiting = set(pending)
-        pending = list(sync([c for c in kept if c.trajectory_id in waiting], wait_s))
+        pending = list(sync([c for c in for_people if c.trajectory_id in waiting], wait_s))
     carried_in = take_up_carried(home, round_id, human_gate, store, log)
     with Catalog.open(catalog_path(home)) as catalog:
         catalog.carry_over(round_id, human_gate.name, pending)

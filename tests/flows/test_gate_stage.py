@@ -1,5 +1,7 @@
-"""The gate stage reads the round's kept items from the catalog a batch at a time, sends
-each batch once without waiting, then waits only for the items people still have."""
+"""The gate stage gives the curator's suggestion to the kept items routed to no person
+without reading their trajectories, reads the items for people from the catalog a batch
+at a time, sends each batch once without waiting, then waits only for the items people
+still have."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 
 import flows.round_stages
 from bench.synthetic import synthetic_round
-from contract import Routing
+from contract import Routing, Trajectory
 from flows.curation_stage import curate_round
 from flows.round_stages import gate
 from flows.settings import CurationSettings, catalog_path
@@ -56,22 +58,33 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_batches_then_only_the_undecided_are_waited_for(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(flows.round_stages, "GATE_BATCH", 50)
+    monkeypatch.setattr(flows.round_stages, "GATE_BATCH", 10)
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         kept = [c for c in catalog.curations_of_round(ROUND) if c.kept]
     human = sorted(c.trajectory_id for c in kept if c.routing is Routing.NEEDS_HUMAN)
-    assert len(kept) > 50 and 0 < len(human) < len(kept)  # the case this is about
+    assert len(human) > 10 and len(human) < len(kept)  # the case this is about
     people = PeopleGate()
+    read: list[str] = []
+    by_ids = Catalog.trajectories_by_ids
+
+    def reading(self: Catalog, ids: Sequence[str], **kwargs: bool) -> list[Trajectory]:
+        read.extend(ids)
+        return by_ids(self, ids, **kwargs)
+
+    monkeypatch.setattr(Catalog, "trajectories_by_ids", reading)
 
     gate(home, ROUND, people, wait_s=0.05, poll_s=0.01)
 
+    assert set(read) == set(human)  # no trajectory read for the items no person gets
     first_pass = people.submitted[:-1]
-    assert all(len(batch) <= 50 for batch in first_pass)
-    assert sorted(i for batch in first_pass for i in batch) == sorted(c.trajectory_id for c in kept)
+    assert all(len(batch) <= 10 for batch in first_pass)
+    assert sorted(i for batch in first_pass for i in batch) == human
     assert sorted(people.submitted[-1]) == human  # the wait: the undecided alone
     assert all(sorted(batch) == human for batch in people.collected[len(first_pass) :])
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        reviewed = {r.trajectory_id for r in catalog.reviews_of_round(ROUND)}
+        reviews = catalog.reviews_of_round(ROUND)
         carried = catalog.carried_out_of(ROUND)
-    assert reviewed == {c.trajectory_id for c in kept} - set(human)
+    assert {r.trajectory_id for r in reviews} == {c.trajectory_id for c in kept} - set(human)
+    suggested = {c.trajectory_id: c.suggested for c in kept}
+    assert all(r.automatic and r.decision == suggested[r.trajectory_id] for r in reviews)
     assert carried == len(human)  # undecided: carried over, never approved
