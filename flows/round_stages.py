@@ -393,7 +393,8 @@ def round_pool(home: Path, round_id: str, carried_in: Sequence[str]) -> RoundPoo
     collateral check existed are loaded as records (to verify them again)."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         ids = [tid for tid, _ in catalog.trajectory_fingerprints(round_id)]
-        ids += [tid for tid in carried_in if tid not in set(ids)]
+        ours = set(ids)
+        ids += [tid for tid in carried_in if tid not in ours]
         reviews = catalog.reviews_of_round(round_id)
         reviews += catalog.reviews_of_trajectories(list(carried_in))
         older = _older(catalog, ids)
