@@ -21,7 +21,7 @@ import orjson
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from agents.llm import JsonLLM, LLMError
+from agents.llm import JsonLLM, LLMFailure, consult
 from contract import (
     DatasetVersion,
     MixTarget,
@@ -239,10 +239,9 @@ def ask_rationale(
     llm: JsonLLM, result: BalanceResult, dropped: dict[str, int]
 ) -> tuple[str | None, str | None]:
     """The LLM's rationale, or None and why not: its failures never stop the balancer."""
-    try:
-        answer = llm.ask_json(RATIONALE_SYSTEM, rationale_prompt(result, dropped))
-    except LLMError as exc:
-        return None, f"rationale: {exc}"
+    answer = consult(llm, RATIONALE_SYSTEM, rationale_prompt(result, dropped))
+    if isinstance(answer, LLMFailure):
+        return None, f"rationale: {answer.reason}"
     rationale = answer.get("rationale")
     if not isinstance(rationale, str) or not rationale.strip():
         return None, f"rationale: the answer has no 'rationale' text: {str(answer)[:200]}"

@@ -26,7 +26,7 @@ Two kinds of problem are told apart:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +36,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from agents.policies.chat_format import MALFORMED_CALL, RawCall, Reply
-from contract import ErrorKind
+from contract import ErrorKind, RetryPolicy
+from contract.retry import LLM_RETRY
 from contract.validation import invalid_input
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "ResponseTooLarge",
     "Usage",
     "capped_http_client",
+    "complete",
     "parse_completion",
     "request_completion",
 ]
@@ -151,6 +153,25 @@ def request_completion(
     if isinstance(body, CompletionFailure):
         return body
     return parse_completion(body)
+
+
+def complete(
+    client: openai.OpenAI,
+    params: dict[str, Any],
+    *,
+    retry: RetryPolicy = LLM_RETRY,
+    max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[Completion | CompletionFailure, int]:
+    """``request_completion``, a transient failure tried again as ``retry`` says:
+    ``(completion or failure, retries)``. The one place an endpoint is retried: a failure
+    returned here is final for the policy, the GUI agent and the agents' LLM (the client
+    is built with ``max_retries=0``, and the collector never reruns an episode for it)."""
+    return retry.until(
+        lambda: request_completion(client, params, max_bytes=max_bytes),
+        again=lambda result: isinstance(result, CompletionFailure) and result.transient,
+        sleep=sleep,
+    )
 
 
 def parse_completion(body: bytes) -> Completion | CompletionFailure:

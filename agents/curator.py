@@ -22,7 +22,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import JsonValue
 
-from agents.llm import JsonLLM, LLMError
+from agents.llm import JsonLLM, LLMFailure, consult
 from contract import (
     CurationRecord,
     DropReason,
@@ -128,16 +128,22 @@ def check_support(state: CuratorState) -> CuratorState:
 
 def judge(state: CuratorState, llm: JsonLLM) -> CuratorState:
     """Ask the LLM about each kept trajectory that rules alone do not settle, showing it
-    the trajectory's prompt (one without a prompt is not judged)."""
+    the trajectory's prompt (one without a prompt is not judged). Once the endpoint has
+    failed, its retries spent, the rest are recorded with that error without asking."""
     drops = state.get("drops", {})
     supported = state.get("support", {})
     prompts = state.get("prompts", {})
     answers: dict[str, JsonValue] = {}
+    down: LLMFailure | None = None
     for t in state["trajectories"]:
         if t.id in drops or t.id not in prompts:
             continue
         if needs_judge(t, supported.get(t.id, (False, ""))[0]):
-            answers[t.id] = ask_judge(llm, prompts[t.id])
+            answer = judgement(llm, prompts[t.id]) if down is None else down
+            if isinstance(answer, LLMFailure):
+                down = answer if answer.endpoint else None
+                answer = {"error": answer.reason[:300]}
+            answers[t.id] = answer
     return {"judge": answers}
 
 
@@ -215,13 +221,19 @@ def ask_judge(llm: JsonLLM, prompt: str) -> JsonValue:
     """``{"passed": bool, "reason": str}`` about the trajectory ``prompt`` shows
     (``render_for_judge``), or ``{"error": ...}`` when the LLM gave no usable answer (a
     judge never stops curation)."""
-    try:
-        answer = llm.ask_json(JUDGE_SYSTEM, prompt)
-    except LLMError as exc:
-        return {"error": str(exc)[:300]}
+    answer = judgement(llm, prompt)
+    return {"error": answer.reason[:300]} if isinstance(answer, LLMFailure) else answer
+
+
+def judgement(llm: JsonLLM, prompt: str) -> JsonValue | LLMFailure:
+    """``{"passed": bool, "reason": str}``, or why the LLM gave no such answer."""
+    answer = consult(llm, JUDGE_SYSTEM, prompt)
+    if isinstance(answer, LLMFailure):
+        return answer
     passed, reason = answer.get("passed"), answer.get("reason", "")
     if not isinstance(passed, bool):
-        return {"error": f"no boolean 'passed' in {orjson.dumps(answer).decode()[:200]}"}
+        shown = orjson.dumps(answer).decode()[:200]
+        return LLMFailure(f"no boolean 'passed' in {shown}", endpoint=False)
     return {"passed": passed, "reason": reason if isinstance(reason, str) else str(reason)}
 
 

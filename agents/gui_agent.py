@@ -5,7 +5,9 @@ ids a chat model reads the UI tree and acts, one tool call per turn, until it ca
 ``done``. A reply it cannot use (no tool call, arguments that are not JSON or not valid)
 is answered with the typed error and costs a turn; a screen action's failure is fed
 back the same way. A device fault or an endpoint failure ends the call. Replies come
-through the planner's ``OpenAIPolicy.reply`` (transient errors retried, keys masked).
+through the planner's ``OpenAIPolicy.reply`` (transient errors retried as ``retry`` says,
+keys masked); an endpoint that gives no reply ends the delegation with ``endpoint_error``,
+which no other device would mend.
 """
 
 from __future__ import annotations
@@ -21,7 +23,16 @@ from lxml import etree
 from agents.completions import DEFAULT_MAX_RESPONSE_BYTES
 from agents.policies.chat_format import NOT_EXECUTED, Message, RawCall, render_error
 from agents.policies.openai_policy import OpenAIPolicy, call_arguments
-from contract import ErrorKind, ExecutionError, Feedback, GuiAction, Screenshot, StateChange
+from contract import (
+    ErrorKind,
+    ExecutionError,
+    Feedback,
+    GuiAction,
+    RetryPolicy,
+    Screenshot,
+    StateChange,
+)
+from contract.retry import LLM_RETRY
 from envs.appium.device import DeviceFaultError, DeviceSession
 from envs.appium.gui_agent import GuiReport, trace_line
 from envs.appium.gui_tools import DONE, GUI_TOOLS, Done, done_of, gui_action_of, gui_world_changes
@@ -36,13 +47,13 @@ NUDGE = (
     "Your reply contained no usable tool call. Reply with exactly one tool call; call done "
     "when finished."
 )
-_DEVICE_FAULTS = frozenset({ErrorKind.BACKEND_ERROR, ErrorKind.TIMEOUT})
-_ATTEMPTS = 3
+_CUT_SHORT = frozenset({ErrorKind.BACKEND_ERROR, ErrorKind.TIMEOUT, ErrorKind.ENDPOINT_ERROR})
+"""Delegations that ended without the agent's ``done``: the device or the model failed."""
 
 
 class LLMGuiAgent:
     """A ``GuiAgent`` whose every step is a chat model's tool call (``client`` is built
-    with ``make_client``: a transient error is tried again here, up to three attempts)."""
+    with ``make_client``; ``retry``: ``[retries] llm``)."""
 
     def __init__(
         self,
@@ -51,15 +62,14 @@ class LLMGuiAgent:
         *,
         max_actions: int = 12,
         temperature: float = 0.0,
-        backoff_s: float = 0.5,
+        retry: RetryPolicy = LLM_RETRY,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self._endpoint = OpenAIPolicy(
             client,
             model,
             temperature=temperature,
-            max_attempts=_ATTEMPTS,
-            backoff_s=backoff_s,
+            retry=retry,
             max_response_bytes=max_response_bytes,
         )
         self.max_actions = max_actions
@@ -95,7 +105,7 @@ class LLMGuiAgent:
             reply, _, failure = self._endpoint.reply(messages, self._tools)
             if reply is None:
                 message = f"GUI model endpoint failed: {failure}"
-                return Feedback.failure(ErrorKind.BACKEND_ERROR, message)
+                return Feedback.failure(ErrorKind.ENDPOINT_ERROR, message)
             report.input_tokens += reply.input_tokens
             report.output_tokens += reply.output_tokens
             messages.append(reply.assistant_message())
@@ -157,7 +167,7 @@ def _parse(call: RawCall) -> Done | GuiAction | ExecutionError:
 
 
 def _faulted(feedback: Feedback) -> bool:
-    return feedback.error is not None and feedback.error.kind in _DEVICE_FAULTS
+    return feedback.error is not None and feedback.error.kind in _CUT_SHORT
 
 
 def _tool_message(call_id: str, text: str) -> Message:

@@ -25,7 +25,14 @@ from envs.verification import RubricJudge, verify
 
 __all__ = ["DEFAULT_MAX_STEPS", "run_episode"]
 _NO_SCREEN = ScreenRecord(observation="")
-_BACKEND_FAULTS = frozenset({ErrorKind.BACKEND_ERROR, ErrorKind.TIMEOUT})
+_ENDS_EPISODE = {
+    ErrorKind.BACKEND_ERROR: Termination.BACKEND_ERROR,
+    ErrorKind.TIMEOUT: Termination.BACKEND_ERROR,
+    ErrorKind.ENDPOINT_ERROR: Termination.ENDPOINT_ERROR,
+}
+"""Errors after which the episode cannot go on, and how it then ended."""
+_FAULTED = frozenset(_ENDS_EPISODE.values())
+"""Endings that are no one's fault in the episode: the outcome is a backend error."""
 _ENDED_BY = {
     "finish": Termination.FINISHED,
     "clarify": Termination.CLARIFIED,
@@ -90,8 +97,8 @@ def run_episode(
                 feedback = backend.execute(decision.action)
             steps.append(_step(index, decision, feedback, backend))
             error = feedback.error
-            if decision.endpoint_failed or (error is not None and error.kind in _BACKEND_FAULTS):
-                termination = Termination.BACKEND_ERROR
+            if error is not None and error.kind in _ENDS_EPISODE:
+                termination = _ENDS_EPISODE[error.kind]
                 break
             if decision.action is not None and decision.action.kind in TERMINAL_KINDS:
                 termination = _ENDED_BY[decision.action.kind]
@@ -105,7 +112,7 @@ def run_episode(
             verdict = verify(task.verifier, steps, backend.evidence(), judge)
     except BackendFaultError as fault:
         # After a step that already failed in the backend, that step says what failed.
-        if termination is not Termination.BACKEND_ERROR:
+        if termination not in _FAULTED:
             steps = _with_fault(steps, fault)
         return record(steps, _fault_verdict(), Termination.BACKEND_ERROR, retries)
     return record(steps, verdict, termination, retries)
@@ -180,7 +187,7 @@ def _fault_verdict() -> Verdict:
 
 
 def _outcome(termination: Termination, verdict: Verdict) -> Outcome:
-    if termination is Termination.BACKEND_ERROR:
+    if termination in _FAULTED:
         return Outcome.BACKEND_ERROR
     return Outcome.SUCCESS if verdict.passed else Outcome.FAILURE
 

@@ -18,6 +18,7 @@ them is refused before anything is built or stored.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -27,7 +28,7 @@ from typing import Literal, NamedTuple, Protocol, TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from agents.llm import JsonLLM, LLMError
+from agents.llm import JsonLLM, LLMFailure, consult
 from contract import (
     REPAIR_PATTERN,
     Capability,
@@ -57,6 +58,8 @@ Slot = Cell | FailureType
 """What a proposal fills: a quota cell, or the repair set of a failure type."""
 MAX_GOAL_WORDS = 80
 GOAL_NEAR_DUPLICATE = 0.9
+log = logging.getLogger(__name__)
+
 EXHAUSTED_AFTER = 2
 """Passes with (almost) no accepted task after which a cell's templates count as used up."""
 MIN_YIELD = 0.1
@@ -272,7 +275,7 @@ def make_propose(sandbox: MobileSandbox, llm: JsonLLM | None) -> ConstructorNode
                 proposals.append(proposal)
             proposed[slot] = proposed.get(slot, 0) + len(proposals) - before
         if llm is not None:
-            proposals = [reword(p, llm) for p in proposals]
+            proposals = reword_all(proposals, llm)
         return {"proposals": proposals, "passes": passes + 1, "proposed": proposed}
 
     return propose
@@ -334,26 +337,56 @@ REWORD_SYSTEM = (
 )
 
 
-def reword(proposal: Proposal, llm: JsonLLM) -> Proposal:
-    """Ask the LLM for a new wording; validation checks it kept what the task needs."""
+def reword(proposal: Proposal, llm: JsonLLM) -> Proposal | LLMFailure:
+    """The proposal with the LLM's wording of its goal, or why the LLM gave none that
+    keeps what the task needs (its names, numbers and quoted text)."""
     task = proposal.task
     if task is None:
         return proposal
-    try:
-        goal = llm.ask_json(REWORD_SYSTEM, task.goal).get("goal")
-    except LLMError as exc:
-        return replace(proposal, task=None, problem=f"LLM rewording failed: {exc}")
+    answer = consult(llm, REWORD_SYSTEM, task.goal)
+    if isinstance(answer, LLMFailure):
+        return answer
+    goal = answer.get("goal")
     if not isinstance(goal, str):
-        return replace(proposal, task=None, problem="LLM answer has no goal string")
+        return LLMFailure("the answer has no goal string", endpoint=False)
     lost = [token for token in _literals(task.goal) if token not in goal]
     if lost:
-        return replace(proposal, task=None, problem=f"LLM wording lost {lost[:3]}")
+        return LLMFailure(f"the wording lost {lost[:3]}", endpoint=False)
     # A repair task stays one: the wording changes, not why the task was made.
     source = TaskSource.REPAIR if task.source is TaskSource.REPAIR else TaskSource.LLM
     reworded = TaskSpec.model_validate(
         task.model_dump(exclude={"id"}) | {"goal": goal, "source": source}
     )
     return replace(proposal, task=reworded)
+
+
+def reword_all(proposals: Sequence[Proposal], llm: JsonLLM) -> list[Proposal]:
+    """Every built proposal in the LLM's wording where it gave a usable one; the others
+    keep their template wording (the deterministic path: rewording is optional). Once the
+    endpoint has failed, its retries spent, the rest of the pass keeps template wording
+    without asking it again."""
+    out: list[Proposal] = []
+    kept: Counter[str] = Counter()
+    down: LLMFailure | None = None
+    for proposal in proposals:
+        if proposal.task is None:
+            out.append(proposal)
+            continue
+        result = reword(proposal, llm) if down is None else down
+        if isinstance(result, LLMFailure):
+            down = result if result.endpoint else None
+            kept[result.reason] += 1
+            result = proposal
+        out.append(result)
+    if kept:
+        reason, _ = kept.most_common(1)[0]
+        log.warning(
+            "LLM rewording: %d of %d proposal(s) keep their template wording (%s)",
+            sum(kept.values()),
+            len(proposals),
+            reason,
+        )
+    return out
 
 
 def _literals(goal: str) -> list[str]:

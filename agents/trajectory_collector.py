@@ -2,13 +2,16 @@
 
 A LangGraph ``StateGraph`` of plain nodes: ``run_episodes`` runs every pending task through
 the episode runner on a backend leased for the attempt; a task whose backend failed is
-tried again on another backend (``max_attempts`` in all), and the failed attempt is kept:
-it is evidence of the fault and never becomes training data. ``write_shard`` hands the
+tried again on another backend (as ``[retries] backend`` says), and the failed attempt is
+kept: it is evidence of the fault and never becomes training data. An episode that ended
+because the model's endpoint failed is not run again: the endpoint's own retries are
+spent, and another device would ask the same endpoint. ``write_shard`` hands the
 shard to the writer (one file, written atomically), so collectors never touch the catalog.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TypedDict
@@ -18,7 +21,8 @@ from langgraph.graph.state import CompiledStateGraph
 
 from agents.policies.base import Policy
 from agents.runner import run_episode
-from contract import Outcome, TaskSpec, Trajectory
+from contract import RetryPolicy, TaskSpec, Termination, Trajectory
+from contract.retry import BACKEND_RETRY
 from envs.backend import Backend
 
 BackendLease = Callable[[int], Backend]
@@ -48,16 +52,19 @@ def make_run_episodes(
     lease: BackendLease,
     policy: Policy,
     max_steps: int | None,
-    max_attempts: int,
+    retry: RetryPolicy = BACKEND_RETRY,
     on_episode: EpisodeHook | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> CollectorNode:
     def run_episodes(state: CollectorState) -> CollectorState:
         """Run the pending tasks; those whose backend failed come back for another try."""
         pending = state.get("pending")
         if pending is None:
             pending = [(task, 0) for task in state["tasks"]]
+        elif pending:
+            sleep(retry.wait_s(pending[0][1]))
         done = list(state.get("trajectories", []))
-        retry: list[tuple[TaskSpec, int]] = []
+        again: list[tuple[TaskSpec, int]] = []
         for task, attempt in pending:
             trajectory = run_episode(
                 task,
@@ -70,9 +77,10 @@ def make_run_episodes(
             done.append(trajectory)
             if on_episode is not None:
                 on_episode(trajectory)
-            if trajectory.metadata.outcome is Outcome.BACKEND_ERROR and attempt + 1 < max_attempts:
-                retry.append((task, attempt + 1))
-        return {"trajectories": done, "pending": retry}
+            faulted = trajectory.metadata.termination is Termination.BACKEND_ERROR
+            if faulted and attempt + 1 < retry.attempts:
+                again.append((task, attempt + 1))
+        return {"trajectories": done, "pending": again}
 
     return run_episodes
 
@@ -98,8 +106,9 @@ def build_trajectory_collector_graph(
     *,
     writer: ShardWriter | None = None,
     max_steps: int | None = None,
-    max_attempts: int = 3,
+    retry: RetryPolicy = BACKEND_RETRY,
     on_episode: EpisodeHook | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> CompiledStateGraph[CollectorState, None, CollectorState, CollectorState]:
     """The collector for one policy; ``lease`` gives a backend per attempt;
     ``on_episode`` hears of every episode as it ends."""
@@ -109,7 +118,7 @@ def build_trajectory_collector_graph(
 
     graph = StateGraph(CollectorState)
     graph.add_node(
-        "run_episodes", make_run_episodes(lease, policy, max_steps, max_attempts, on_episode)
+        "run_episodes", make_run_episodes(lease, policy, max_steps, retry, on_episode, sleep)
     )
     graph.add_node("write_shard", make_write_shard(writer))
     graph.add_edge(START, "run_episodes")
@@ -127,8 +136,9 @@ def collect_shard(
     shard_path: Path | None = None,
     writer: ShardWriter | None = None,
     max_steps: int | None = None,
-    max_attempts: int = 3,
+    retry: RetryPolicy = BACKEND_RETRY,
     on_episode: EpisodeHook | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> list[Trajectory]:
     """Run the graph over one shard and return its trajectories (failed attempts too)."""
     graph = build_trajectory_collector_graph(
@@ -136,11 +146,12 @@ def collect_shard(
         policy,
         writer=writer,
         max_steps=max_steps,
-        max_attempts=max_attempts,
+        retry=retry,
         on_episode=on_episode,
+        sleep=sleep,
     )
     final = graph.invoke(
         {"round_id": round_id, "tasks": list(tasks), "shard_path": str(shard_path or "")},
-        {"recursion_limit": 2 * max_attempts + 4},
+        {"recursion_limit": 2 * retry.attempts + 4},
     )
     return sorted(final.get("trajectories", []), key=lambda t: (t.task.id, t.metadata.attempt))

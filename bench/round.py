@@ -32,7 +32,7 @@ from typing import Any
 from agents import curator, task_constructor, trajectory_collector
 from agents.policies.base import Policy
 from bench.machine import cpu_seconds, session_cpu_seconds
-from contract import ReviewDecision, TaskSpec, Trajectory
+from contract import RetryPolicy, ReviewDecision, TaskSpec, Trajectory
 from curation.balance import balance_mix
 from curation.facts import TrajectoryFacts
 from curation.routing import CuratorConfig
@@ -155,7 +155,7 @@ def collect_plainly(
         lambda attempt: local_sandbox(config.backend_fault_rate, f"sandbox-{attempt}"),
         policy,
         config.max_steps,
-        config.max_backend_attempts,
+        RetryPolicy(attempts=config.max_backend_attempts, backoff_s=0.0, max_backoff_s=0.0),
     )
     state = run({"round_id": "plain", "tasks": list(tasks)})
     while state.get("pending"):

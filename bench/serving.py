@@ -58,7 +58,7 @@ from agents.policies.chat_format import Message, format_tools, opening_messages
 from agents.policies.openai_policy import OpenAIPolicy, make_client
 from agents.runner import run_episode
 from bench.machine import cores, cpu_seconds, process_cpu_seconds, torch_threads, work_folder
-from contract import InvalidInputError, Outcome, TaskSpec
+from contract import InvalidInputError, Outcome, RetryPolicy, TaskSpec
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
 from flows.servers import free_port
@@ -445,7 +445,7 @@ def measure_episodes(base_url: str, sandbox: MobileSandbox, episodes: int, seed:
     """``episodes`` sandbox episodes through ``OpenAIPolicy`` (greedy) against the server.
     ``ServingError`` when the endpoint failed in any (a figure of failures is no figure)."""
     client = make_client(base_url + "/v1", None, REQUEST_TIMEOUT_S)
-    policy = OpenAIPolicy(client, SERVED_AS, temperature=0.0, max_attempts=1)
+    policy = OpenAIPolicy(client, SERVED_AS, temperature=0.0, retry=RetryPolicy.once())
     tasks = sample_tasks(episodes, seed, sandbox)
     started = time.perf_counter()
     runs = [run_episode(task, sandbox, policy, max_steps=EPISODE_STEPS) for task in tasks]

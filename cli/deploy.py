@@ -239,7 +239,7 @@ def serve_deployments() -> None:
         "rollback/rollback, loop/loop. Ctrl-C stops.",
         err=True,
     )
-    with prefect_api(api):
+    with prefect_api(api, settings.retries.prefect_api):
         serve(*flywheel_deployments(settings), print_starting_message=False)
 
 

@@ -53,7 +53,10 @@ def flow_runs(settings: FlywheelSettings, api: str) -> Iterator[None]:
     from flows.servers import prefect_api
     from flows.servers.watch import watch_api
 
-    with prefect_api(api), watch_api(api, settings.prefect.dead_after_s, _give_up):
+    with (
+        prefect_api(api, settings.retries.prefect_api),
+        watch_api(api, settings.prefect.dead_after_s, _give_up),
+    ):
         yield
 
 

@@ -90,7 +90,7 @@ def serve_trainer() -> None:
         "(Run > Custom run: the dataset version, base, method, sft and rl). Ctrl-C stops.",
         err=True,
     )
-    with prefect_api(api):
+    with prefect_api(api, settings.retries.prefect_api):
         trainer.serve(
             name=TRAINER_DEPLOYMENT,
             description="Train on a frozen dataset version: SFT and/or online RL with CARE, "

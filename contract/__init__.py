@@ -119,6 +119,7 @@ from contract.report import (
     feedback_report_schema,
     parse_feedback_report,
 )
+from contract.retry import RetryPolicy
 from contract.task import (
     DEFAULT_MAX_STEPS,
     MAX_CANDIDATE_TOOLS,
@@ -249,6 +250,7 @@ __all__ = [
     "RemovedMember",
     "RepairQuota",
     "Replay",
+    "RetryPolicy",
     "Review",
     "ReviewDecision",
     "Routing",

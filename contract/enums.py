@@ -56,6 +56,9 @@ class ErrorKind(StrEnum):
     """No element on the device's screen matches the locator."""
     INVALID_LOCATOR = "invalid_locator"
     """The locator is malformed (an XPath that does not parse, an unknown strategy)."""
+    ENDPOINT_ERROR = "endpoint_error"
+    """The model gave no reply: its endpoint stayed unreachable or answered no completion
+    after the retries of ``[retries] llm`` (not the backend's fault: no other device helps)."""
 
 
 class Termination(StrEnum):
@@ -68,6 +71,9 @@ class Termination(StrEnum):
     REFUSED = "refused"
     BUDGET_EXHAUSTED = "budget_exhausted"
     BACKEND_ERROR = "backend_error"
+    """The backend (a device, the sandbox) failed: the collector tries another one."""
+    ENDPOINT_ERROR = "endpoint_error"
+    """The model's endpoint failed after its own retries: final, the outcome a backend error."""
 
 
 class Outcome(StrEnum):

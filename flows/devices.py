@@ -75,6 +75,7 @@ def gui_agent(settings: FlywheelSettings) -> GuiAgent | None:
         client,
         endpoint.model,
         temperature=endpoint.temperature,
+        retry=settings.retries.llm,
         max_response_bytes=endpoint.max_response_bytes,
     )
 

@@ -39,6 +39,7 @@ def build_gate(name: str, settings: FlywheelSettings) -> HumanGate:
             # The local server serves settings.artifacts_path (screenshots, page sources)
             # through a link in its document root; a remote one gets references as text.
             artifact_root=label_studio_artifact_root(settings.home, settings.label_studio),
+            retry=settings.retries.label_studio,
         )
         return LabelStudioGate.connect(access.url, access.token, config)
     raise InvalidInputError("gate", f"unknown gate {name!r}", GATES)

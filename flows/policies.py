@@ -87,7 +87,7 @@ def _openai(
         make_client(base_url, key, endpoint.timeout_s, endpoint.max_response_bytes),
         model,
         temperature=endpoint.temperature,
-        max_attempts=endpoint.max_attempts,
+        retry=settings.retries.llm,
         recorded_as=recorded_as,
         max_response_bytes=endpoint.max_response_bytes,
     )

@@ -4,9 +4,14 @@ Thin Prefect orchestration over the agents. Every stage stores what it made in t
 catalog before the round moves on, so a round is resumable: rerunning a round id skips
 the stages it finished (reading back what they made), collects only the shards whose
 Parquet file is missing, and writes nothing twice (ids are content-derived and every
-write is idempotent). Collection runs one Prefect task per shard, retried on faults, with
-at most ``collect_workers`` shards at once; the tag ``flywheel-collect`` lets a Prefect
-tag concurrency limit bound collection across concurrent rounds too.
+write is idempotent). Collection runs one Prefect task per shard, with at most
+``collect_workers`` shards at once; the tag ``flywheel-collect`` lets a Prefect tag
+concurrency limit bound collection across concurrent rounds too.
+
+Prefect retries no stage: every dependency is retried once, in its own layer, as
+``[retries]`` says (the LLM endpoint by ``agents.completions``, Label Studio by its gate,
+a failed backend by the collector, the Prefect API by Prefect's client). A stage that
+still fails fails the run, and running the round again resumes it.
 """
 
 from __future__ import annotations
@@ -72,7 +77,7 @@ def plan_task(config: RoundConfig) -> GenerationPlan:
     return config.plan
 
 
-@task(name="construct", cache_policy=NO_CACHE, retries=1)
+@task(name="construct", cache_policy=NO_CACHE)
 def construct_task(
     home: Path, round_id: str, config: RoundConfig, settings: FlywheelSettings
 ) -> int:
@@ -90,8 +95,6 @@ def construct_task(
 @task(
     name="collect-shard",
     cache_policy=NO_CACHE,
-    retries=2,
-    retry_delay_seconds=[1, 5],
     tags=["flywheel-collect"],
 )
 def collect_shard_task(
@@ -113,19 +116,19 @@ def collect_shard_task(
     return len({t.id for t in trajectories})
 
 
-@task(name="ingest", cache_policy=NO_CACHE, retries=1)
+@task(name="ingest", cache_policy=NO_CACHE)
 def ingest_task(home: Path, round_id: str) -> int:
     return stages.ingest(home, round_id)
 
 
-@task(name="curate", cache_policy=NO_CACHE, retries=1)
+@task(name="curate", cache_policy=NO_CACHE)
 def curate_task(home: Path, round_id: str, settings: FlywheelSettings) -> int:
     """Curate the round's trajectories and store the records; how many were kept."""
     llm = agent_llm(settings, "curator")
     return sum(r.kept for r in curate_round(home, round_id, settings.curation, llm))
 
 
-@task(name="gate", cache_policy=NO_CACHE, retries=1)
+@task(name="gate", cache_policy=NO_CACHE)
 def gate_task(
     home: Path, round_id: str, gate_name: str, settings: FlywheelSettings
 ) -> stages.GateOutcome:
@@ -141,7 +144,7 @@ def gate_task(
     )
 
 
-@task(name="propose-dataset", cache_policy=NO_CACHE, retries=1)
+@task(name="propose-dataset", cache_policy=NO_CACHE)
 def propose_task(
     home: Path,
     round_id: str,
@@ -178,7 +181,7 @@ def propose_task(
     return proposal
 
 
-@task(name="freeze-dataset", cache_policy=NO_CACHE, retries=1)
+@task(name="freeze-dataset", cache_policy=NO_CACHE)
 def decide_task(home: Path, version: DatasetVersion, approval: DatasetApproval) -> str | None:
     return stages.decide_dataset(home, version, approval)
 

@@ -111,7 +111,7 @@ def resolve_config(
             settings.round.backend_fault_rate if backend_fault_rate is None else backend_fault_rate
         ),
         max_steps=settings.episode.max_steps,
-        max_backend_attempts=settings.round.max_backend_attempts,
+        max_backend_attempts=settings.retries.backend.attempts,
         gate=gate or settings.round.gate,
         shard_size=settings.round.shard_size,
         plan=plan if plan is not None else default_plan(n),

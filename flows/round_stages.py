@@ -147,7 +147,8 @@ def collect_one_shard(
     Returns the shard's trajectories; ``on_episode`` hears of each (read back ones too).
 
     On ``device`` the shard leases one device of the pool at a time: an attempt whose
-    device failed is tried again on another (``max_backend_attempts`` in all)."""
+    device failed is tried again on another (``[retries] backend``; its attempts are the
+    round's ``max_backend_attempts``)."""
     path = shard_path(home, round_id, shard)
     if shard_complete(path):
         stored = read_trajectory_shard(path)
@@ -187,7 +188,9 @@ def collect_one_shard(
             shard_path=path,
             writer=lambda trajectories, p: write_trajectory_shard(trajectories, p, shard=shard),
             max_steps=config.max_steps,
-            max_attempts=config.max_backend_attempts,
+            retry=settings.retries.backend.model_copy(
+                update={"attempts": config.max_backend_attempts}
+            ),
             on_episode=on_episode,
         )
 

@@ -41,8 +41,10 @@ from contract import (
     FlywheelError,
     InvalidInputError,
     MixTarget,
+    RetryPolicy,
 )
 from contract.report import DEFAULT_MAX_REPORT_BYTES, DEFAULT_MAX_REPORT_TASKS
+from contract.retry import BACKEND_RETRY, LABEL_STUDIO_RETRY, LLM_RETRY, PREFECT_API_ATTEMPTS
 from curation.partitions import DEFAULT_PARTITION_SIZE
 from curation.planning import PlanningConfig
 
@@ -107,7 +109,6 @@ class ModelEndpoint(Section):
         default=None, description="from FLYWHEEL_POLICY__API_KEY; never logged or stored"
     )
     timeout_s: float = Field(default=60.0, gt=0, description="per-request timeout")
-    max_attempts: int = Field(default=4, ge=1, description="attempts on transient errors")
     temperature: float = Field(default=0.0, ge=0, le=2)
     max_response_bytes: int = Field(
         default=4 * 1024 * 1024,
@@ -158,12 +159,67 @@ class RoundSettings(Section):
     backend_fault_rate: float = Field(
         default=0.02, ge=0, le=1, description="share of tool calls the sandbox fails"
     )
-    max_backend_attempts: int = Field(
-        default=3, ge=1, le=10, description="tries of a task whose backend failed"
-    )
     max_construct_passes: int = Field(
         default=12, ge=1, description="proposal passes the task-constructor makes per round"
     )
+
+
+class LLMRetry(RetryPolicy):
+    attempts: int = Field(default=LLM_RETRY.attempts, ge=1, le=20, description="tries in all")
+    backoff_s: float = Field(default=LLM_RETRY.backoff_s, ge=0, le=600)
+    max_backoff_s: float = Field(default=LLM_RETRY.max_backoff_s, ge=0, le=3600)
+
+
+class LabelStudioRetry(RetryPolicy):
+    attempts: int = Field(
+        default=LABEL_STUDIO_RETRY.attempts, ge=1, le=20, description="tries in all"
+    )
+    backoff_s: float = Field(default=LABEL_STUDIO_RETRY.backoff_s, ge=0, le=600)
+    max_backoff_s: float = Field(default=LABEL_STUDIO_RETRY.max_backoff_s, ge=0, le=3600)
+
+
+class BackendRetry(RetryPolicy):
+    attempts: int = Field(
+        default=BACKEND_RETRY.attempts, ge=1, le=10, description="attempts of a task in all"
+    )
+    backoff_s: float = Field(default=BACKEND_RETRY.backoff_s, ge=0, le=600)
+    max_backoff_s: float = Field(default=BACKEND_RETRY.max_backoff_s, ge=0, le=3600)
+
+
+class RetrySettings(Section):
+    """One retry policy per external dependency, each applied in exactly one place: a
+    failure its layer gave up on is final for the layers above (they never try it again)."""
+
+    llm: LLMRetry = Field(
+        default_factory=LLMRetry,
+        description="every chat-completions endpoint (the policy, the GUI agent, the agents' "
+        "LLM): transient failures (connection, timeout, 429, 5xx) are tried again",
+    )
+    label_studio: LabelStudioRetry = Field(
+        default_factory=LabelStudioRetry,
+        description="every Label Studio API call: connection errors, timeouts, 429 and 5xx",
+    )
+    backend: BackendRetry = Field(
+        default_factory=BackendRetry,
+        description="an episode whose backend failed (a device, the sandbox's simulated "
+        "faults) runs again on another one",
+    )
+    prefect_api: int = Field(
+        default=PREFECT_API_ATTEMPTS,
+        ge=1,
+        le=20,
+        description="tries of a Prefect API request (Prefect's client waits 2, 4, 8 ... s "
+        "between them; a server gone for [prefect] dead_after_s stops the run)",
+    )
+
+
+MOVED = {
+    "policy.max_attempts": "retries.llm.attempts",
+    "agent_llm.endpoint.max_attempts": "retries.llm.attempts",
+    "devices.gui_model.max_attempts": "retries.llm.attempts",
+    "round.max_backend_attempts": "retries.backend.attempts",
+}
+"""Settings that moved: a file that still sets one is told where it went."""
 
 
 class CurationSettings(Section):
@@ -542,6 +598,7 @@ class FlywheelSettings(BaseSettings):
     policy: ModelEndpoint = Field(default_factory=ModelEndpoint)
     episode: EpisodeSettings = Field(default_factory=EpisodeSettings)
     round: RoundSettings = Field(default_factory=RoundSettings)
+    retries: RetrySettings = Field(default_factory=RetrySettings)
     curation: CurationSettings = Field(default_factory=CurationSettings)
     balance: BalanceSettings = Field(default_factory=BalanceSettings)
     prefect: PrefectSettings = Field(default_factory=PrefectSettings)
@@ -637,7 +694,13 @@ def agent_llm(settings: FlywheelSettings, role: AgentRole) -> JsonLLM | None:
 
     key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
     client = make_client(endpoint.base_url, key, endpoint.timeout_s, endpoint.max_response_bytes)
-    return OpenAIJsonLLM(client, endpoint.model, endpoint.temperature, endpoint.max_response_bytes)
+    return OpenAIJsonLLM(
+        client,
+        endpoint.model,
+        endpoint.temperature,
+        endpoint.max_response_bytes,
+        retry=settings.retries.llm,
+    )
 
 
 def config_path() -> Path | None:
@@ -665,6 +728,9 @@ def load_settings() -> FlywheelSettings:
             message = f"does not match {(err.get('ctx') or {}).get('pattern')}"
         if not loc:
             raise FlywheelError(f"settings: {message}") from None
+        moved = MOVED.get(".".join(loc)) if err["type"] == "extra_forbidden" else None
+        if moved is not None:
+            message = f"has moved to {moved}"
         env = "FLYWHEEL_" + "__".join(loc).upper()
         raise FlywheelError(
             f"settings: {'.'.join(loc)}: {message} (set by {env} or [{loc[0]}] in the file)"

@@ -28,11 +28,10 @@ class Decision:
     input_tokens: int = 0
     output_tokens: int = 0
     error: ExecutionError | None = None
-    """Why ``action`` is None: malformed output, unknown tool, endpoint refusal, ..."""
+    """Why ``action`` is None: malformed output, unknown tool, endpoint refusal, ...;
+    ``endpoint_error`` when the model gave no reply at all (the episode ends there)."""
     injected_fault: FaultKind | None = None
     retries: int = 0
-    endpoint_failed: bool = False
-    """The model endpoint stayed unreachable after retries: the episode ends as a backend error."""
 
 
 class PolicySession(Protocol):

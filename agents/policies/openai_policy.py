@@ -2,7 +2,7 @@
 
 One turn is ``format_input`` (messages and tools, in the chat format of ``chat_format``)
 → one chat completion through ``agents/completions.py`` (the one boundary that reads and
-checks what an endpoint returns; transient failures retried here, and only here) →
+checks what an endpoint returns, and retries its transient failures: only there) →
 ``format_output`` (the first tool call becomes an action, or a typed error when the
 reply is unusable). The policy reads only the ``TaskView``; the API key stays inside the
 client.
@@ -26,7 +26,7 @@ from agents.completions import (
     Completion,
     CompletionFailure,
     capped_http_client,
-    request_completion,
+    complete,
 )
 from agents.policies.base import Decision, TaskView
 from agents.policies.chat_format import (
@@ -50,13 +50,14 @@ from contract import (
     ErrorKind,
     ExecutionError,
     Feedback,
-    InvalidInputError,
     PolicyInfo,
+    RetryPolicy,
     Step,
     SubAgentCall,
     TaskSpec,
     ToolCall,
 )
+from contract.retry import LLM_RETRY
 
 __all__ = [  # with what ``chat_format`` lends the policy's callers
     "HARNESS",
@@ -149,8 +150,8 @@ class OpenAIPolicy:
     """Plans with a chat model through an OpenAI-compatible endpoint.
 
     The caller builds ``client`` (see ``make_client``) with ``max_retries=0``: transient
-    endpoint failures are tried again here, ``max_attempts`` tries with exponential
-    backoff. A body over ``max_response_bytes`` is a failure of the endpoint.
+    endpoint failures are tried again by ``complete`` as ``retry`` says (``[retries]
+    llm``). A body over ``max_response_bytes`` is a failure of the endpoint.
     """
 
     def __init__(
@@ -159,22 +160,18 @@ class OpenAIPolicy:
         model: str,
         *,
         temperature: float = 0.0,
-        max_attempts: int = 4,
-        backoff_s: float = 0.5,
+        retry: RetryPolicy = LLM_RETRY,
         sleep: Callable[[float], None] = time.sleep,
         recorded_as: str | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
-        if max_attempts < 1:
-            raise InvalidInputError("max_attempts", "must be at least 1")
         self._client = client
         self.model = model
         self.recorded_as = recorded_as or model
         """The model trajectories name: ``model``, or what an alias stands for (the
         registry id behind ``champion``)."""
         self.temperature = temperature
-        self.max_attempts = max_attempts
-        self.backoff_s = backoff_s
+        self.retry = retry
         self.max_response_bytes = max_response_bytes
         self._sleep = sleep
 
@@ -208,15 +205,13 @@ class OpenAIPolicy:
             "tool_choice": "auto",
             "temperature": self.temperature,
         }
-        retries = 0
-        while True:
-            completion = request_completion(self._client, params, max_bytes=self.max_response_bytes)
-            if not isinstance(completion, CompletionFailure) or not completion.transient:
-                return completion, retries
-            if retries + 1 >= self.max_attempts:
-                return completion, retries
-            self._sleep(self.backoff_s * 2**retries)
-            retries += 1
+        return complete(
+            self._client,
+            params,
+            retry=self.retry,
+            max_bytes=self.max_response_bytes,
+            sleep=self._sleep,
+        )
 
 
 class ReplySource(Protocol):
@@ -253,9 +248,8 @@ class ChatSession:
             return Decision(
                 action=None,
                 model_output="",
-                error=ExecutionError(kind=ErrorKind.BACKEND_ERROR, message=failure),
+                error=ExecutionError(kind=ErrorKind.ENDPOINT_ERROR, message=failure),
                 retries=retries,
-                endpoint_failed=True,
             )
         action, error = self._take(reply)
         return Decision(

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from contract.retry import PREFECT_API_ATTEMPTS
 from flows.servers.managed import HOST, ManagedServer, Progress, ServerError, ServerSpec
 
 PREFECT_DEFAULT_PORT = 4200
@@ -80,9 +81,12 @@ def resolve_prefect_api(
 
 
 @contextlib.contextmanager
-def prefect_api(url: str) -> Iterator[None]:
-    """Point Prefect (flows, tasks, clients) at ``url`` for the duration of the block."""
+def prefect_api(url: str, attempts: int = PREFECT_API_ATTEMPTS) -> Iterator[None]:
+    """Point Prefect (flows, tasks, clients) at ``url`` for the duration of the block; a
+    request to it is tried ``attempts`` times (``[retries] prefect_api``), by Prefect's own
+    client: the one layer that retries the Prefect API."""
     from prefect.settings import temporary_settings
 
-    with temporary_settings(updates={"api.url": url}):
+    updates = {"api.url": url, "client.max_retries": attempts - 1}
+    with temporary_settings(updates=updates):
         yield

@@ -21,9 +21,10 @@ page. Without it, references show as text.
 Label Studio on SQLite re-runs a request that met a locked database, which can create a
 project or import a task twice: ``submit`` deletes such unannotated extras again.
 
-Every call to the server is retried with bounded exponential backoff on connection errors,
-timeouts, 429 and 5xx answers (the SDK's own retries are switched off: one layer retries);
-then :class:`GateUnavailableError` names the server's URL, never its token.
+Every call to the server is tried again on connection errors, timeouts, 429 and 5xx answers
+as the config's ``retry`` says (``[retries] label_studio``; the SDK's own retries are
+switched off: one layer retries); then :class:`GateUnavailableError` names the server's
+URL, never its token.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from label_studio_sdk import AllRolesProjectList, ImportApiRequest, LabelStudio
 from label_studio_sdk.core.api_error import ApiError
 from label_studio_sdk.core.request_options import RequestOptions
 
-from contract import InvalidInputError, Review, ReviewDecision, Routing
+from contract import InvalidInputError, RetryPolicy, Review, ReviewDecision, Routing
+from contract.retry import LABEL_STUDIO_RETRY
 from human_gate.auto import auto_review
 from human_gate.base import (
     CONSENSUS_REVIEWER_PREFIX,
@@ -105,9 +107,9 @@ class LabelStudioGateConfig:
         default=None,
         metadata={"help": "annotators Label Studio asks per task; None: min_annotations"},
     )
-    attempts: int = field(default=6, metadata={"help": "tries per server call (>= 1)"})
-    backoff_s: float = field(default=0.5, metadata={"help": "first wait between tries"})
-    max_backoff_s: float = field(default=8.0, metadata={"help": "longest wait between tries"})
+    retry: RetryPolicy = field(
+        default=LABEL_STUDIO_RETRY, metadata={"help": "how a failed server call is tried again"}
+    )
     timeout_s: float = field(default=30.0, metadata={"help": "per HTTP request"})
     page_size: int = field(default=100, metadata={"help": "tasks per page when reading"})
     import_batch: int = field(default=100, metadata={"help": "tasks per import request"})
@@ -122,15 +124,13 @@ class LabelStudioGateConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rule", consensus_rule(self.rule))
-        for name in ("min_annotations", "attempts", "page_size", "import_batch"):
+        for name in ("min_annotations", "page_size", "import_batch"):
             if getattr(self, name) < 1:
                 raise InvalidInputError(name, f"{getattr(self, name)} is below 1")
         if self.overlap is not None and self.overlap < self.min_annotations:
             raise InvalidInputError(
                 "overlap", f"{self.overlap} is below min_annotations ({self.min_annotations})"
             )
-        if not 0 <= self.backoff_s <= self.max_backoff_s:
-            raise InvalidInputError("backoff_s", "need 0 <= backoff_s <= max_backoff_s")
         if self.timeout_s <= 0:
             raise InvalidInputError("timeout_s", f"{self.timeout_s} is not positive")
         if not self.project_prefix.strip():
@@ -421,29 +421,29 @@ class LabelStudioGate:
         return {int(u.id): u.email or u.username or str(u.id) for u in users if u.id is not None}
 
     def _call(self, action: str, fn: Callable[[], T]) -> T:
-        """``fn()``, retried with exponential backoff while the server is unavailable."""
-        delay = self.config.backoff_s
-        cause = ""
-        for attempt in range(1, self.config.attempts + 1):
-            try:
-                return fn()
-            except ApiError as exc:
-                if not _transient(exc.status_code):
-                    raise GateError(
-                        f"Label Studio at {self.url} refused to {action}: "
-                        f"HTTP {exc.status_code}{_detail(exc.body)}"
-                    ) from None
-                cause = f"HTTP {exc.status_code}"
-            except httpx.TransportError as exc:
-                cause = type(exc).__name__
-            if attempt < self.config.attempts:
-                log.warning("Label Studio at %s: %s (try %d); retrying", self.url, cause, attempt)
-                self._sleep(delay)
-                delay = min(2 * delay, self.config.max_backoff_s)
+        """``fn()``, tried again as ``config.retry`` says while the server is unavailable."""
+
+        def retrying(attempt: int, exc: BaseException) -> None:
+            why = _cause(exc)
+            log.warning("Label Studio at %s: %s (try %d); retrying", self.url, why, attempt)
+
+        try:
+            return self.config.retry.call(
+                fn, transient=_unavailable, sleep=self._sleep, on_retry=retrying
+            )
+        except ApiError as exc:
+            if not _transient(exc.status_code):
+                raise GateError(
+                    f"Label Studio at {self.url} refused to {action}: "
+                    f"HTTP {exc.status_code}{_detail(exc.body)}"
+                ) from None
+            cause = _cause(exc)
+        except httpx.TransportError as exc:
+            cause = _cause(exc)
         # No exception chaining: an SDK error prints the response headers (session cookies).
         raise GateUnavailableError(
             f"Label Studio at {self.url} is unavailable: could not {action} "
-            f"after {self.config.attempts} tries ({cause})"
+            f"after {self.config.retry.attempts} tries ({cause})"
         ) from None
 
     def _consensus_review(
@@ -503,6 +503,18 @@ def _note(values: AnnotationValues) -> str | None:
 
 def _transient(status: int | None) -> bool:
     return status is None or status >= 500 or status in (408, 429)
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """The server may answer when asked again: a broken connection, a timeout, 429, 5xx."""
+    if isinstance(exc, ApiError):
+        return _transient(exc.status_code)
+    return isinstance(exc, httpx.TransportError)
+
+
+def _cause(exc: BaseException) -> str:
+    """What failed, in a few words: never the response's headers or body."""
+    return f"HTTP {exc.status_code}" if isinstance(exc, ApiError) else type(exc).__name__
 
 
 def _detail(body: object) -> str:

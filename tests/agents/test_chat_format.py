@@ -32,6 +32,7 @@ from contract import (
     MemoryWrite,
     Outcome,
     Refuse,
+    RetryPolicy,
     SkillLoad,
     SubAgentCall,
     TaskSpec,
@@ -132,8 +133,9 @@ def test_trained_flags_are_the_assistant_turns_outside_the_masked_steps(task: Ta
 
 def test_an_endpoint_failure_adds_no_turn(task: TaskSpec) -> None:
     first = plan_replies(task)[0]
-    trajectory, policy, _ = run_openai(task, [first, *[error_reply(503)] * 3], max_attempts=3)
-    assert trajectory.metadata.termination is Termination.BACKEND_ERROR
+    retry = RetryPolicy(attempts=3, backoff_s=0.0, max_backoff_s=0.0)
+    trajectory, policy, _ = run_openai(task, [first, *[error_reply(503)] * 3], retry=retry)
+    assert trajectory.metadata.termination is Termination.ENDPOINT_ERROR
 
     conversation = trajectory_conversation(trajectory, policy.views[0])
 

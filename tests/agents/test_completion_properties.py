@@ -15,7 +15,7 @@ from agents.completions import Completion, CompletionFailure, parse_completion, 
 from agents.policies.chat_format import trajectory_conversation
 from agents.policies.openai_policy import make_client
 from agents.runner import run_episode
-from contract import Outcome, TaskSpec, Trajectory
+from contract import Outcome, RetryPolicy, TaskSpec, Trajectory
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
 from tests.agents.conversations import CapturingPolicy, assert_valid_conversation
@@ -149,7 +149,8 @@ def test_any_response_through_the_real_client_is_data(response: RawReply) -> Non
 def test_an_episode_over_any_replies_is_a_valid_trajectory(replies: list[RawReply]) -> None:
     with ScriptedChatServer(replies) as server:
         client = make_client(server.base_url, None, timeout_s=5.0)
-        policy = CapturingPolicy(client, "m", sleep=lambda s: None, max_attempts=2)
+        retry = RetryPolicy(attempts=2, backoff_s=0.0, max_backoff_s=0.0)
+        policy = CapturingPolicy(client, "m", sleep=lambda s: None, retry=retry)
         trajectory = run_episode(TASK, MobileSandbox(), policy, max_steps=8)
         requests = server.requests
 

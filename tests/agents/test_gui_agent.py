@@ -17,9 +17,11 @@ from agents.runner import run_episode
 from contract import (
     ErrorKind,
     Outcome,
+    RetryPolicy,
     StateChange,
     SubAgentCall,
     TaskSpec,
+    Termination,
     UIStateCheck,
     VerifierSpec,
 )
@@ -32,7 +34,14 @@ from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
 from envs.screen import PERMISSIONS, permission_id, select
 from storage.artifacts import ArtifactStore
-from tests.fakes import Reply, ScriptedChatServer, error_reply, text_reply, tool_call_reply
+from tests.fakes import (
+    Reply,
+    ScriptedChatServer,
+    error_reply,
+    refusing_url,
+    text_reply,
+    tool_call_reply,
+)
 from tests.fakes.chat_server import ChatReply
 
 API_KEY = "sk-test-very-secret-0123456789"
@@ -68,7 +77,8 @@ def operate(
 ) -> tuple[GuiReport, list[dict[str, Any]]]:
     with ScriptedChatServer(replies) as server:
         client = make_client(server.base_url, API_KEY, timeout_s=5.0)
-        agent = LLMGuiAgent(client, "gui-model", backoff_s=0.0, **agent_kw)
+        retry = RetryPolicy(attempts=3, backoff_s=0.0, max_backoff_s=0.0)
+        agent = LLMGuiAgent(client, "gui-model", retry=retry, **agent_kw)
         report = agent.operate(device, "Turn on notifications for the transit app.", GRANT)
         return report, server.requests
 
@@ -160,17 +170,17 @@ def test_done_without_success_is_a_precondition_failure(phone: DeviceSession) ->
     assert report.feedback.state_changes == ()
 
 
-def test_an_endpoint_that_fails_is_a_backend_error(phone: DeviceSession) -> None:
+def test_an_endpoint_that_fails_is_an_endpoint_error(phone: DeviceSession) -> None:
     report, requests = operate(phone, [error_reply(500)] * 3)
     error = report.feedback.error
-    assert error is not None and error.kind is ErrorKind.BACKEND_ERROR
+    assert error is not None and error.kind is ErrorKind.ENDPOINT_ERROR
     assert error.message.startswith("GUI model endpoint failed: InternalServerError")
     assert "after 3 attempt(s)" in error.message
     assert API_KEY not in error.message
     assert len(requests) == 3
     refused, _ = operate(phone, [error_reply(401, f"bad key {API_KEY}")])
     assert refused.feedback.error is not None
-    assert refused.feedback.error.kind is ErrorKind.BACKEND_ERROR
+    assert refused.feedback.error.kind is ErrorKind.ENDPOINT_ERROR
     assert API_KEY not in refused.feedback.error.message
 
 
@@ -222,3 +232,26 @@ def test_an_episode_with_the_llm_gui_agent_verifies_on_the_device(
     assert (trajectory.cost.input_tokens, trajectory.cost.output_tokens) == (3 * 12, 3 * 3)
     assert isinstance(step.action, SubAgentCall)
     assert step.action.instruction in task_message
+
+
+def test_a_gui_model_outage_ends_the_episode_and_leaves_the_device_healthy(
+    appium_url: str, store: ArtifactStore
+) -> None:
+    """The device did nothing wrong: its lease is not marked broken, and the episode is
+    an endpoint error, which the collector does not run again on another device."""
+    spec = instantiate(template_named("grant_app_permission"), 3, MobileSandbox())
+    pool = DevicePool(
+        [DeviceSpec("phone-1", appium_url, FakeProfile())], store=store.put, lease_timeout_s=5
+    )
+    retry = RetryPolicy(attempts=2, backoff_s=0.0, max_backoff_s=0.0)
+    agent = LLMGuiAgent(make_client(refusing_url(), API_KEY, 2.0), "gui-model", retry=retry)
+    with ShardDevices(pool, gui_agent=agent) as shard:
+        backend = shard.backend(0)
+        trajectory = run_episode(spec, backend, ScriptedPolicy())
+        assert shard.backend(1).device == "phone-1"
+        assert shard.failed == []  # the device was not given up as broken
+    assert trajectory.metadata.termination is Termination.ENDPOINT_ERROR
+    assert trajectory.metadata.outcome is Outcome.BACKEND_ERROR
+    last = trajectory.steps[-1].feedback.error
+    assert last is not None and last.kind is ErrorKind.ENDPOINT_ERROR
+    assert "after 2 attempt(s)" in last.message and API_KEY not in last.message

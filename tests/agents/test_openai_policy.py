@@ -27,6 +27,7 @@ from contract import (
     InvalidInputError,
     MemoryRead,
     Outcome,
+    RetryPolicy,
     SubAgentCall,
     TaskSpec,
     Termination,
@@ -232,28 +233,32 @@ def test_transient_error_is_retried_inside_the_step(task: TaskSpec) -> None:
     assert len(requests) == 4
 
 
-def test_persistent_unavailability_ends_as_backend_error(task: TaskSpec) -> None:
-    trajectory, requests = run(task, [error_reply(503)] * 3, max_attempts=3)
+def test_persistent_unavailability_ends_as_endpoint_error(task: TaskSpec) -> None:
+    retry = RetryPolicy(attempts=3, backoff_s=0.0, max_backoff_s=0.0)
+    trajectory, requests = run(task, [error_reply(503)] * 3, retry=retry)
 
     assert trajectory.metadata.outcome is Outcome.BACKEND_ERROR
-    assert trajectory.metadata.termination is Termination.BACKEND_ERROR
+    assert trajectory.metadata.termination is Termination.ENDPOINT_ERROR
     assert trajectory.metadata.retries == 2
     assert len(requests) == 3
     (step,) = trajectory.steps
     assert step.feedback.error is not None
-    assert step.feedback.error.kind is ErrorKind.BACKEND_ERROR
+    assert step.feedback.error.kind is ErrorKind.ENDPOINT_ERROR
 
 
-def test_unreachable_endpoint_ends_as_backend_error(task: TaskSpec) -> None:
+def test_unreachable_endpoint_ends_as_endpoint_error(task: TaskSpec) -> None:
     with ScriptedChatServer() as server:
         base_url = server.base_url  # closed on exit: nothing listens there any more
     delays: list[float] = []
     client = make_client(base_url, None, timeout_s=2.0)
-    policy = OpenAIPolicy(client, MODEL, max_attempts=3, backoff_s=0.5, sleep=delays.append)
+    retry = RetryPolicy(attempts=4, backoff_s=0.5, max_backoff_s=1.5)
+    policy = OpenAIPolicy(client, MODEL, retry=retry, sleep=delays.append)
     trajectory = run_episode(task, MobileSandbox(), policy)
 
-    assert trajectory.metadata.termination is Termination.BACKEND_ERROR
-    assert delays == [0.5, 1.0]
+    assert trajectory.metadata.termination is Termination.ENDPOINT_ERROR
+    assert trajectory.metadata.outcome is Outcome.BACKEND_ERROR  # no one's failure in it
+    assert trajectory.metadata.retries == 3
+    assert delays == [0.5, 1.0, 1.5]  # doubling, capped
 
 
 def test_harness_calls_parse_to_actions() -> None:
@@ -292,17 +297,18 @@ def test_a_tool_named_like_a_harness_function_is_refused_at_start() -> None:
         policy.start(None, view)  # type: ignore[arg-type]
 
 
-def test_an_html_page_with_status_200_ends_the_episode_as_a_backend_error(
+def test_an_html_page_with_status_200_ends_the_episode_as_an_endpoint_error(
     task: TaskSpec,
 ) -> None:
     page = RawReply(b"<html><body>Service unavailable</body></html>", content_type="text/html")
-    trajectory, _ = run(task, [page, *plan_replies(task)])
+    trajectory, requests = run(task, [page, *plan_replies(task)])
 
     assert trajectory.metadata.outcome is Outcome.BACKEND_ERROR
-    assert trajectory.metadata.termination is Termination.BACKEND_ERROR
+    assert trajectory.metadata.termination is Termination.ENDPOINT_ERROR
+    assert len(requests) == 1  # not transient: never asked again
     (step,) = trajectory.steps
     assert step.action is None and step.feedback.error is not None
-    assert step.feedback.error.kind is ErrorKind.BACKEND_ERROR
+    assert step.feedback.error.kind is ErrorKind.ENDPOINT_ERROR
     assert "malformed completion: the body is not JSON" in step.feedback.error.message
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pytest
 from pydantic import JsonValue
 
-from agents.llm import OpenAIJsonLLM
+from agents.llm import LLMFailure, OpenAIJsonLLM
 from agents.policies.openai_policy import make_client
 from agents.task_constructor import (
     ConstructorState,
@@ -22,6 +22,7 @@ from agents.task_constructor import (
     make_validate,
     replan,
     reword,
+    reword_all,
 )
 from contract import (
     Capability,
@@ -37,6 +38,7 @@ from contract import (
     RejectionReason,
     RepairQuota,
     Replay,
+    RetryPolicy,
     Split,
     TaskPattern,
     TaskSource,
@@ -55,7 +57,15 @@ from envs.sandbox.templates.catalog import (
     template_named,
 )
 from envs.sandbox.templates.patterns import grounded_arguments
-from tests.fakes import RawReply, ScriptedChatServer, json_reply, text_reply
+from tests.fakes import (
+    RawReply,
+    Reply,
+    ScriptedChatServer,
+    error_reply,
+    json_reply,
+    refusing_url,
+    text_reply,
+)
 
 
 def test_fills_every_quota_of_the_default_plan(sandbox: MobileSandbox) -> None:
@@ -173,7 +183,7 @@ def test_goal_problem_accepts_a_plain_request() -> None:
     assert goal_problem("Set an alarm for 07:30 called Gym.") is None
 
 
-def test_llm_rewording_keeps_literals_or_is_rejected(sandbox: MobileSandbox) -> None:
+def test_llm_rewording_keeps_literals_or_says_why_not(sandbox: MobileSandbox) -> None:
     task = next(t for t in sample_tasks(40, 8, sandbox) if any(c.isdigit() for c in t.goal))
     kept = "Please, " + task.goal[0].lower() + task.goal[1:]
     replies = [
@@ -186,26 +196,67 @@ def test_llm_rewording_keeps_literals_or_is_rejected(sandbox: MobileSandbox) -> 
         good = reword(_proposal(task), llm)
         lost = reword(_proposal(task), llm)
         malformed = reword(_proposal(task), llm)
-    assert good.task is not None and good.task.goal == kept
+    assert isinstance(good, Proposal) and good.task is not None and good.task.goal == kept
     assert good.task.source is TaskSource.LLM and good.task.fingerprint == task.fingerprint
-    assert lost.task is None and lost.problem is not None and "lost" in lost.problem
-    assert malformed.task is None and malformed.problem is not None
-    assert "did not answer with JSON" in malformed.problem
+    assert isinstance(lost, LLMFailure) and "lost" in lost.reason and not lost.endpoint
+    assert isinstance(malformed, LLMFailure) and not malformed.endpoint
+    assert "did not answer with JSON" in malformed.reason
 
 
-def test_an_llm_endpoint_that_fails_leaves_the_goal_unworded(sandbox: MobileSandbox) -> None:
-    """Rewording is optional: a closed port, an HTML page or a body that is no completion
-    rejects the proposal with the reason, and construction goes on."""
+def test_an_llm_endpoint_that_fails_is_a_failure_of_the_endpoint(sandbox: MobileSandbox) -> None:
+    """A closed port, an HTML page or a body that is no completion: an ``LLMFailure`` of
+    the endpoint, never an exception."""
     task = sample_tasks(1, 8, sandbox)[0]
-    down = OpenAIJsonLLM(make_client("http://127.0.0.1:9/v1", None, 1.0), "fake-llm")
+    down = OpenAIJsonLLM(make_client(refusing_url(), None, 1.0), "llm")
     outage = reword(_proposal(task), down)
-    assert outage.task is None and outage.problem is not None
-    assert "APIConnectionError" in outage.problem
+    assert isinstance(outage, LLMFailure) and outage.endpoint
+    assert "APIConnectionError" in outage.reason
     replies = [RawReply(b"<html>busy</html>", content_type="text/html"), json_reply([1])]
     with ScriptedChatServer(replies) as server:
         llm = OpenAIJsonLLM(make_client(server.base_url, None, 5.0), "fake-llm")
-        problems = [reword(_proposal(task), llm).problem for _ in replies]
-    assert all(p is not None and "malformed completion" in p for p in problems)
+        failures = [reword(_proposal(task), llm) for _ in replies]
+    for failure in failures:
+        assert isinstance(failure, LLMFailure) and failure.endpoint
+        assert "malformed completion" in failure.reason
+
+
+def test_proposals_keep_their_template_wording_when_the_llm_fails(
+    sandbox: MobileSandbox,
+) -> None:
+    """Rewording is optional: a wording that lost a literal keeps the template's goal, and
+    after the endpoint failed (its retries spent) the pass asks it nothing more."""
+    tasks = [t for t in sample_tasks(40, 8, sandbox) if any(c.isdigit() for c in t.goal)][:4]
+    proposals = [_proposal(t) for t in tasks]
+    replies: list[Reply] = [
+        text_reply(json.dumps({"goal": "Please, " + tasks[0].goal})),
+        text_reply(json.dumps({"goal": "Something vague instead"})),
+        error_reply(500),
+        error_reply(500),
+    ]
+    retry = RetryPolicy(attempts=2, backoff_s=0.0, max_backoff_s=0.0)
+    with ScriptedChatServer(replies) as server:
+        llm = OpenAIJsonLLM(make_client(server.base_url, None, 5.0), "fake-llm", retry=retry)
+        out = reword_all(proposals, llm)
+        asked = len(server.requests)
+    assert asked == 4  # the two failures of the third proposal end the asking
+    assert [p.task.goal if p.task else None for p in out] == [
+        "Please, " + tasks[0].goal,
+        *(t.goal for t in tasks[1:]),
+    ]
+    assert [p.task.source if p.task else None for p in out[1:]] == [TaskSource.TEMPLATE] * 3
+
+
+def test_construction_with_an_unreachable_llm_fills_its_quotas(sandbox: MobileSandbox) -> None:
+    """An endpoint that refuses connections costs construction nothing but the wording."""
+    down = OpenAIJsonLLM(
+        make_client(refusing_url(), None, 1.0),
+        "fake-llm",
+        retry=RetryPolicy(attempts=2, backoff_s=0.0, max_backoff_s=0.0),
+    )
+    plan = default_plan(12)
+    result = construct_tasks("round-llm-down", plan, 3, sandbox, llm=down)
+    assert len(result.tasks) == 12
+    assert all(t.source is TaskSource.TEMPLATE for t in result.tasks)
 
 
 # -- plans built from feedback ------------------------------------------------------------
@@ -399,11 +450,13 @@ def test_a_reworded_repair_task_stays_a_repair_task(sandbox: MobileSandbox) -> N
     )
     proposal = Proposal(cell_of(task), "text_contact", repair, repair=FailureType.ROUTING)
     reworded = reword(proposal, EchoLLM())
-    assert reworded.task is not None and reworded.task.goal.startswith("Please: ")
+    assert isinstance(reworded, Proposal) and reworded.task is not None
+    assert reworded.task.goal.startswith("Please: ")
     assert reworded.task.source is TaskSource.REPAIR
     assert reworded.repair is FailureType.ROUTING
     plain = reword(Proposal(cell_of(task), "text_contact", task), EchoLLM())
-    assert plain.task is not None and plain.task.source is TaskSource.LLM
+    assert isinstance(plain, Proposal) and plain.task is not None
+    assert plain.task.source is TaskSource.LLM
 
 
 def test_repeated_and_held_out_draws_are_refused_before_their_task_is_built(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -234,3 +235,12 @@ class ScriptedChatServer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def refusing_url() -> str:
+    """The base URL of an endpoint that refuses connections: a port this machine just
+    handed out and closed again, so nothing listens there."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"

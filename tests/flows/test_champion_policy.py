@@ -82,7 +82,7 @@ def test_champion_records_the_model_the_server_serves(fake_model_server: int) ->
     assert policy.info.model == "model-abc"
     assert policy.info.name == "openai"
     assert policy.model == "champion"  # it asks for the alias
-    assert policy.max_attempts == settings.policy.max_attempts
+    assert policy.retry == settings.retries.llm
 
     expected = build_policy("champion", settings, model="model-abc")
     assert expected.info.model == "model-abc"

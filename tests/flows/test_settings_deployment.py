@@ -3,7 +3,6 @@ refused naming their field and the variable that set it."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -16,18 +15,6 @@ from flows.settings import (
     ServingSettings,
     load_settings,
 )
-
-
-@pytest.fixture
-def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty settings file, and no ``FLYWHEEL_`` variable but the one naming it."""
-    for name in list(os.environ):
-        if name.startswith("FLYWHEEL_"):
-            monkeypatch.delenv(name)
-    path = tmp_path / "flywheel.toml"
-    path.write_text("")
-    monkeypatch.setenv("FLYWHEEL_CONFIG", str(path))
-    return path
 
 
 def test_the_defaults(config: Path) -> None:

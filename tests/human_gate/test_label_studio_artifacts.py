@@ -27,7 +27,7 @@ from label_studio_sdk import LabelStudio
 from agents.curator import curate
 from agents.policies.scripted import ScriptedPolicy
 from agents.runner import run_episode
-from contract import Routing
+from contract import RetryPolicy, Routing
 from curation.routing import CuratorConfig
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
@@ -143,7 +143,8 @@ def fetch(access: LabelStudioAccess, path: str, token: str | None = None) -> tup
 def submitted_html(served: Served, item: GateItem, round_id: str) -> tuple[LabelStudioGate, str]:
     url, token = served.access
     config = LabelStudioGateConfig(
-        artifact_root=served.artifact_root, attempts=3, backoff_s=0.01, max_backoff_s=0.04
+        artifact_root=served.artifact_root,
+        retry=RetryPolicy(attempts=3, backoff_s=0.01, max_backoff_s=0.04),
     )
     gate = LabelStudioGate.connect(url, token, config)
     gate.submit(round_id, [item])

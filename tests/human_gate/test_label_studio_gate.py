@@ -21,7 +21,7 @@ from label_studio_sdk import ImportApiRequest, LabelStudio
 from agents.curator import curate
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
-from contract import Review, ReviewDecision, Routing
+from contract import RetryPolicy, Review, ReviewDecision, Routing
 from curation.routing import CuratorConfig
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
@@ -45,7 +45,7 @@ pytestmark = pytest.mark.slow
 APPROVE = ReviewDecision.APPROVE
 REJECT = ReviewDecision.REJECT
 QUARANTINE = ReviewDecision.QUARANTINE
-FAST = LabelStudioGateConfig(attempts=3, backoff_s=0.01, max_backoff_s=0.04)
+FAST = LabelStudioGateConfig(retry=RetryPolicy(attempts=3, backoff_s=0.01, max_backoff_s=0.04))
 
 
 # -- fixtures and helpers ----------------------------------------------------------------
@@ -387,7 +387,7 @@ def test_an_unreachable_server_is_retried_then_named_without_the_token(
 ) -> None:
     url, token = f"http://127.0.0.1:{free_port()}", "f" * 40
     waits: list[float] = []
-    config = LabelStudioGateConfig(attempts=4, backoff_s=0.5, max_backoff_s=1.0)
+    config = LabelStudioGateConfig(retry=RetryPolicy(attempts=4, backoff_s=0.5, max_backoff_s=1.0))
     gate = LabelStudioGate.connect(url, token, config)
     gate = LabelStudioGate(gate.client, url, config, sleep=waits.append)
     items = gate_items(sandbox, "unreachable", n=2, automatic=0)
@@ -456,7 +456,5 @@ def test_a_wrong_token_is_refused_at_once(label_studio: LabelStudioAccess) -> No
 def test_config_is_checked() -> None:
     with pytest.raises(ValueError, match="overlap"):
         LabelStudioGateConfig(min_annotations=3, overlap=2)
-    with pytest.raises(ValueError, match="attempts"):
-        LabelStudioGateConfig(attempts=0)
     with pytest.raises(ValueError, match="project_prefix"):
         LabelStudioGateConfig(project_prefix=" ")
