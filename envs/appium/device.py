@@ -104,15 +104,28 @@ def connect(server: str, capabilities: dict[str, Any], command_timeout_s: float)
     ``DeviceFaultError`` saying why when there is none."""
     options = AppiumOptions()
     options.load_capabilities(capabilities)
-    config = AppiumClientConfig(
+    try:
+        return webdriver.Remote(
+            server, options=options, client_config=client_config(server, command_timeout_s)
+        )
+    except Exception as exc:
+        raise DeviceFaultError(f"no session on {server}: {_reason(exc)}") from None
+
+
+NO_RETRIES = urllib3.Retry(total=0, redirect=0, raise_on_redirect=False)
+"""No connection, read or status retry, and no redirect followed (Appium sends none)."""
+
+
+def client_config(server: str, command_timeout_s: float) -> AppiumClientConfig:
+    """How the Appium client talks to ``server``: directly, and with urllib3's own retries
+    off (it would try a refused connection three more times): a failed device is tried
+    again by the collector, on another device, as ``[retries] backend`` says."""
+    return AppiumClientConfig(
         remote_server_addr=server,
         timeout=max(1, round(command_timeout_s)),
         proxy=Proxy({"proxyType": ProxyType.DIRECT}),
+        init_args_for_pool_manager={"init_args_for_pool_manager": {"retries": NO_RETRIES}},
     )
-    try:
-        return webdriver.Remote(server, options=options, client_config=config)
-    except Exception as exc:
-        raise DeviceFaultError(f"no session on {server}: {_reason(exc)}") from None
 
 
 class DeviceSession:
