@@ -40,9 +40,7 @@ from envs.sandbox import MobileSandbox
 from flows.policies import build_policy
 from flows.round_config import RoundConfig, resolve_config
 from flows.round_stages import RoundSummary, local_sandbox
-from flows.settings import FlywheelSettings, load_settings
-
-HOME_ENV = "FLYWHEEL_HOME"
+from flows.settings import HOME_ENV, FlywheelSettings, load_settings
 
 AIM = 1.2
 

@@ -3,7 +3,9 @@ closed loop, and the Prefect deployments that run them on a schedule or from the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
@@ -11,7 +13,7 @@ import typer
 from cli.identifiers import checked
 from cli.output import COLLECTORS, emit_json, table
 from cli.prefect import flow_runs, live_prefect_api, run_url
-from contract import MODEL_REF, InvalidInputError
+from contract import MODEL_REF, WORK_POOL, InvalidInputError
 
 if TYPE_CHECKING:
     from flows.settings import FlywheelSettings
@@ -274,3 +276,46 @@ def _record_text(record: dict[str, Any]) -> str:
     if record.get("prefect_ui"):
         lines.append(f"Prefect UI: {record['prefect_ui']}")
     return "\n".join(lines)
+
+
+def register_in_pool(pool: str | None) -> None:
+    """Register the flywheel's deployments in a process work pool (created when missing)."""
+    from flows.settings import load_settings
+
+    settings = load_settings()
+    name = checked_pool(pool, settings.execution.work_pool)
+    api = live_prefect_api(settings, announce=False)
+    from flows.servers import prefect_api
+    from flows.work_pools import register
+
+    with prefect_api(api, settings.retries.prefect_api):
+        registered = register(settings, name)
+    ui = api.removesuffix("/api")
+    typer.echo(f"Registered in the work pool {name!r}: {', '.join(registered)}.")
+    typer.echo(f"Start a worker on each machine that runs them: flywheel worker --pool {name}")
+    typer.echo(f"Runs and their workers: {ui}/work-pools/work-pool/{name}")
+
+
+def run_worker(pool: str | None, limit: int | None) -> None:
+    """Run a work pool's flow runs on this machine until interrupted."""
+    from flows.settings import load_settings
+
+    settings = load_settings()
+    name = checked_pool(pool, settings.execution.work_pool)
+    api = live_prefect_api(settings, announce=False)
+    from flows.servers import prefect_api
+    from flows.work_pools import work
+
+    os.environ["PREFECT_API_URL"] = api  # the flow runs' subprocesses report there too
+    typer.echo(
+        f"Worker of the work pool {name!r} at {api.removesuffix('/api')}: runs its flow "
+        f"runs here, state folder {Path(settings.home).resolve()}. Ctrl-C stops.",
+        err=True,
+    )
+    with prefect_api(api, settings.retries.prefect_api):
+        work(settings, name, limit)
+
+
+def checked_pool(pool: str | None, default: str) -> str:
+    """``pool`` when given (by its shape, naming ``--pool``), else ``default``."""
+    return default if pool is None else WORK_POOL.check("--pool", pool)

@@ -14,7 +14,13 @@ import typer
 from pydantic import ValidationError
 
 import cli.export  # noqa: F401  (registers ``datasets export`` on datasets_app)
-from cli.deploy import deploy_app, run_loop_command, serve_deployments
+from cli.deploy import (
+    deploy_app,
+    register_in_pool,
+    run_loop_command,
+    run_worker,
+    serve_deployments,
+)
 from cli.devices import devices_app
 from cli.feedback import feedback_app
 from cli.gate import gate_app
@@ -391,11 +397,46 @@ def loop(
     )
 
 
+PoolOption = Annotated[
+    str | None,
+    typer.Option(
+        "--pool",
+        help="a process work pool [default: settings, FLYWHEEL_EXECUTION__WORK_POOL=flywheel]",
+    ),
+]
+
+
 @app.command("serve")
-def serve() -> None:
+def serve(
+    pool: PoolOption = None,
+    to_pool: Annotated[
+        bool,
+        typer.Option(
+            "--to-pool",
+            help="register the deployments in the work pool and return: workers "
+            "(flywheel worker) run them, here or on other machines",
+        ),
+    ] = False,
+) -> None:
     """Register and serve the Prefect deployments: the scheduled round (cron from
     settings), trainer, deployment, rollback and loop, each with a form in the UI."""
-    serve_deployments()
+    if to_pool or pool is not None:
+        register_in_pool(pool)
+    else:
+        serve_deployments()
+
+
+@app.command("worker")
+def worker(
+    pool: PoolOption = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, help="flow runs at once [default: no limit]"),
+    ] = None,
+) -> None:
+    """Run the flow runs of a work pool on this machine, each in a subprocess, until
+    interrupted (register the deployments there first: flywheel serve --to-pool)."""
+    run_worker(pool, limit)
 
 
 @bench_app.command("sandbox")

@@ -82,6 +82,7 @@ from contract.ids import (
     ROUND_ID,
     TASK_ID,
     TRAJECTORY_ID,
+    WORK_POOL,
     IdShape,
     safe_component,
 )
@@ -178,6 +179,7 @@ __all__ = [
     "TERMINAL_KINDS",
     "TRAJECTORY_ID",
     "TRUSTED_IDS",
+    "WORK_POOL",
     "Action",
     "ActionKind",
     "ActionOrderCheck",

@@ -61,6 +61,7 @@ FINGERPRINT = IdShape("a task fingerprint", f"fp-{_HEX_ID}", "fp-" + "0" * 20)
 FEEDBACK_ID = IdShape("a feedback report id", f"fb-{_HEX_ID}", "fb-" + "0" * 20)
 PROJECT_PREFIX = IdShape("a project prefix", r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}", "flywheel")
 BLOCK_NAME = IdShape("a Prefect block name", r"[a-z0-9][a-z0-9-]{0,63}", "label-studio-token")
+WORK_POOL = IdShape("a Prefect work pool name", BLOCK_NAME.pattern, "flywheel")
 
 _RULES = {
     ROUND_ID.pattern: "a letter or digit, then up to 127 letters, digits, '.', '_' or '-'",

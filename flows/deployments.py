@@ -1,4 +1,5 @@
-"""The Prefect deployments ``flywheel serve`` registers and serves.
+"""The Prefect deployments ``flywheel serve`` registers and serves (or, with ``--pool``,
+registers in a process work pool whose workers run them: ``flows/work_pools.py``).
 
 | deployment | flow | what it is for |
 |---|---|---|
@@ -26,9 +27,16 @@ ROUND, TRAIN, DEPLOY, ROLLBACK, LOOP = "scheduled", "train", "deploy", "rollback
 TAGS = ["flywheel"]
 
 
-def flywheel_deployments(settings: FlywheelSettings) -> list[RunnerDeployment]:
-    """The deployments of the table above, with the schedule from ``settings``."""
+def flywheel_deployments(
+    settings: FlywheelSettings, *, by_module: bool = False
+) -> list[RunnerDeployment]:
+    """The deployments of the table above, with the schedule from ``settings``.
+    ``by_module``: each names its flow by module path (``flows.round.flywheel_round``),
+    so a worker on any machine with the package installed runs it (no code is copied)."""
     from prefect.schedules import Cron
+    from prefect.types.entrypoint import EntrypointType
+
+    where = EntrypointType.MODULE_PATH if by_module else EntrypointType.FILE_PATH
 
     from flows.deployment import deployment, rollback
     from flows.loop import loop
@@ -44,6 +52,7 @@ def flywheel_deployments(settings: FlywheelSettings) -> list[RunnerDeployment]:
             "freeze. Unset parameters come from settings.",
             tags=[*TAGS, "round"],
             concurrency_limit=1,
+            entrypoint_type=where,
         ),
         trainer.to_deployment(
             name=TRAIN,
@@ -52,6 +61,7 @@ def flywheel_deployments(settings: FlywheelSettings) -> list[RunnerDeployment]:
             "evaluate, register; then the deployment flow on the new model.",
             tags=[*TAGS, "training"],
             concurrency_limit=1,
+            entrypoint_type=where,
         ),
         deployment.to_deployment(
             name=DEPLOY,
@@ -59,18 +69,21 @@ def flywheel_deployments(settings: FlywheelSettings) -> list[RunnerDeployment]:
             "set; promote and serve it if the gate allows.",
             tags=[*TAGS, "deployment"],
             concurrency_limit=1,
+            entrypoint_type=where,
         ),
         rollback.to_deployment(
             name=ROLLBACK,
             description="Serve the previous champion again.",
             tags=[*TAGS, "deployment"],
             concurrency_limit=1,
+            entrypoint_type=where,
         ),
         loop.to_deployment(
             name=LOOP,
             description="K turns of the flywheel: round, train, deploy, with plots per turn.",
             tags=[*TAGS, "loop"],
             concurrency_limit=1,
+            entrypoint_type=where,
         ),
     ]
     return [cast("RunnerDeployment", d) for d in built]  # sync flows build synchronously

@@ -36,6 +36,7 @@ from pydantic_settings import (
 from contract import (
     BLOCK_NAME,
     PROJECT_PREFIX,
+    WORK_POOL,
     Capability,
     Difficulty,
     FlywheelError,
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from agents.llm import JsonLLM
 
 CONFIG_ENV = "FLYWHEEL_CONFIG"
+HOME_ENV = "FLYWHEEL_HOME"
+"""The state folder's variable (the ``home`` setting)."""
 DEFAULT_CONFIG = Path("flywheel.toml")
 PolicyName = Literal["scripted", "openai", "champion"]
 GateName = Literal["auto", "label-studio"]
@@ -473,6 +476,17 @@ class DeploymentSettings(Section):
     serve: bool = Field(default=True, description="serve the champion after a promotion")
 
 
+class ExecutionSettings(Section):
+    """Where flow runs run: this process, or Prefect workers of a work pool."""
+
+    work_pool: str = Field(
+        default="flywheel",
+        pattern=f"^{WORK_POOL.pattern}$",
+        description="the process work pool of `flywheel serve --to-pool` and `flywheel "
+        "worker` (lowercase letters, digits and '-')",
+    )
+
+
 class ScheduleSettings(Section):
     """When ``flywheel serve`` runs scheduled rounds."""
 
@@ -598,6 +612,7 @@ class FlywheelSettings(BaseSettings):
     policy: ModelEndpoint = Field(default_factory=ModelEndpoint)
     episode: EpisodeSettings = Field(default_factory=EpisodeSettings)
     round: RoundSettings = Field(default_factory=RoundSettings)
+    execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
     retries: RetrySettings = Field(default_factory=RetrySettings)
     curation: CurationSettings = Field(default_factory=CurationSettings)
     balance: BalanceSettings = Field(default_factory=BalanceSettings)

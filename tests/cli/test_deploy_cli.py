@@ -59,6 +59,8 @@ def _refused(args: list[str]) -> InvalidInputError:
         (["loop", "--set", "rl.group_size=1"], "rl.group_size", ""),
         (["loop", "--set", "nothing"], "--set", "is not KEY=VALUE"),
         (["deploy", "--approval", "maybe"], "approval", "'maybe'"),
+        (["serve", "--pool", "Flywheel_Pool"], "--pool", "lowercase letters, digits and '-'"),
+        (["worker", "--pool", "../pool"], "--pool", "not a Prefect work pool name"),
     ],
 )
 def test_bad_input_is_refused_by_name_before_any_flow_run(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import time
 import urllib.error
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -35,9 +36,11 @@ SERVED = {
 
 
 @contextmanager
-def _serving(argv: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+def _serving(
+    argv: list[str], env: dict[str, str], cwd: Path | None = None
+) -> Iterator[subprocess.Popen[str]]:
     process = subprocess.Popen(
-        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     try:
         yield process
@@ -196,3 +199,41 @@ def _dom(url: str) -> str:
         check=True,
     )
     return result.stdout
+
+
+@pytest.mark.slow
+def test_a_worker_of_the_work_pool_runs_the_registered_round(
+    prefect_api_url: str, tmp_path: Path
+) -> None:
+    """``flywheel serve --to-pool`` registers the deployments in a process work pool and
+    returns; ``flywheel worker``, started elsewhere with a relative state folder, runs a
+    round from it in a subprocess, and the round lands in that folder's catalog."""
+    pool = f"flywheel-test-{uuid.uuid4().hex[:8]}"
+    env = command_env(tmp_path / "home", prefect_api_url, FLYWHEEL_SCHEDULE__ACTIVE="false")
+    since = datetime.now(UTC) - timedelta(seconds=1)
+    registered = subprocess.run(
+        [FLYWHEEL, "serve", "--pool", pool],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert registered.returncode == 0, registered.stderr[-3000:]
+    assert f"flywheel worker --pool {pool}" in registered.stdout
+    deployment = get(prefect_api_url, "/deployments/name/flywheel_round/scheduled")
+    assert deployment["work_pool_name"] == pool
+    assert deployment["entrypoint"] == "flows.round.flywheel_round"
+    assert datetime.fromisoformat(deployment["updated"]) >= since
+    assert get(prefect_api_url, f"/work_pools/{pool}")["type"] == "process"
+
+    elsewhere = tmp_path / "worker"
+    elsewhere.mkdir()
+    worker_env = env | {"FLYWHEEL_HOME": "state"}  # relative to where the worker starts
+    with _serving([FLYWHEEL, "worker", "--pool", pool], worker_env, cwd=elsewhere) as worker:
+        run = _run(prefect_api_url, deployment, {"tasks": 8, "seed": 5, "round_id": "pooled"})
+        assert worker.poll() is None
+    assert run["state"]["type"] == "COMPLETED", run["state"]
+    with Catalog.open(elsewhere / "state" / "catalog.duckdb", read_only=True) as catalog:
+        assert catalog.latest_dataset_id() is not None
+        assert catalog.get_round("pooled") is not None
