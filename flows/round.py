@@ -21,12 +21,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
-from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
 from agents.trajectory_collector import EpisodeHook
@@ -45,6 +43,7 @@ from flows import round_stages as stages
 from flows.approval import Proposal, request_approval
 from flows.curation_stage import curate_round
 from flows.devices import require_a_ready_device
+from flows.execution import passed, shard_runner, shares_memory
 from flows.gates import build_gate
 from flows.planning import next_plan
 from flows.progress import CollectionProgress
@@ -262,8 +261,7 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
     The catalog carries the round's data from stage to stage: a stage's task returns a
     count or ids, never the tasks, trajectories or curation records (the flow's memory
     does not grow with them), and the next stage reads what it needs. Each collection
-    shard is given its tasks wrapped in ``quote`` (Prefect then does not walk them looking
-    for futures).
+    shard is given its own task specs (``execution.passed``), on threads or a Ray cluster.
     """
     log = get_run_logger()
     run_id = str(flow_run.get_id() or "") or None
@@ -409,10 +407,9 @@ def _collect(
     if on_device:
         require_a_ready_device(settings)
         log.info("%d of %d tasks run on the device pool", len(on_device), len(tasks))
-    runner: ThreadPoolTaskRunner[Any] = ThreadPoolTaskRunner(
-        max_workers=settings.round.collect_workers
-    )
-    progress = CollectionProgress(len(tasks), log)
+    runner = shard_runner(settings)
+    # Episodes are counted as they end where shards share this process; elsewhere, by shard.
+    progress = CollectionProgress(len(tasks), log) if shares_memory(runner) else None
     collected = 0
     with runner:
         futures = [
@@ -422,19 +419,19 @@ def _collect(
                     "home": settings.home,
                     "round_id": round_id,
                     "shard": name,
-                    "tasks": quote(shard),
+                    "tasks": passed(runner, shard),
                     "config": config,
                     "settings": settings,
                     "policy": policy,
                     "backend": backend,
-                    "on_episode": quote(progress),
+                    "on_episode": quote(progress) if progress else None,
                 },
             )
             for name, policy, backend, shard in shards
         ]
         for done, future in enumerate(futures, start=1):
             collected += future.result()
-            log.info("collected shard %d/%d", done, len(futures))
+            log.info("collected shard %d/%d (%d episodes)", done, len(futures), collected)
     return collected
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -476,8 +476,25 @@ class DeploymentSettings(Section):
     serve: bool = Field(default=True, description="serve the champion after a promotion")
 
 
+RunnerName = Literal["threads", "ray"]
+RUNNERS: tuple[str, ...] = get_args(RunnerName)
+
+
 class ExecutionSettings(Section):
-    """Where flow runs run: this process, or Prefect workers of a work pool."""
+    """Where work runs: a round's collection shards on this machine's threads or on a Ray
+    cluster; whole flow runs here, or on the Prefect workers of a work pool."""
+
+    runner: RunnerName = Field(
+        default="threads",
+        description="threads: collection shards on this machine, collect_workers at once; "
+        "ray: as tasks of a Ray cluster (prefect-ray's RayTaskRunner)",
+    )
+    address: str | None = Field(
+        default=None,
+        pattern=r"^(auto|(ray://)?[A-Za-z0-9][A-Za-z0-9.-]*:[0-9]{1,5})$",
+        description="with ray: the cluster's address (host:port of `ray start --head`, "
+        "ray://host:port, or auto); unset: a Ray instance started for the run",
+    )
 
     work_pool: str = Field(
         default="flywheel",

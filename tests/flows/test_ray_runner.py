@@ -1,0 +1,103 @@
+"""A round whose collection shards run on a Ray cluster, started here as a user starts
+one (``ray start --head`` on 127.0.0.1, 2 CPUs): the same dataset as on threads."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flows.servers import free_port
+from tests.flows.commands import run_round
+
+RAY = str(Path(sys.executable).parent / "ray")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(prefect_api_url: str) -> Iterator[tuple[str, str]]:
+    """The address and dashboard URL of a local Ray cluster, stopped at the end (``ray
+    stop`` stops every Ray process of this user: the suite starts no other)."""
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay short
+    port, dashboard = free_port(), free_port()
+    env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0", "PREFECT_API_URL": prefect_api_url}
+    started = subprocess.run(
+        [
+            RAY,
+            "start",
+            "--head",
+            "--node-ip-address=127.0.0.1",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard}",
+            "--object-store-memory=100000000",
+            f"--temp-dir={temp}",
+            "--disable-usage-stats",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr[-3000:]
+    try:
+        yield f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}"
+    finally:
+        subprocess.run(
+            [RAY, "stop", "--force"], env=env, capture_output=True, timeout=120, check=False
+        )
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def finished_shards(dashboard: str, expected: int) -> int:
+    """Ray's count of finished ``collect-shard`` tasks (its task events arrive late)."""
+    from ray.util.state import list_tasks
+
+    count = 0
+    for _ in range(60):
+        tasks = list_tasks(
+            address=dashboard,
+            filters=[("name", "=", "collect-shard"), ("state", "=", "FINISHED")],
+            limit=1000,
+            raise_on_missing_output=False,
+        )
+        count = len(tasks)
+        if count >= expected:
+            break
+        time.sleep(0.5)
+    return count
+
+
+@pytest.mark.slow
+def test_a_round_on_ray_makes_the_dataset_the_threads_make(
+    ray_cluster: tuple[str, str], prefect_api_url: str, tmp_path: Path
+) -> None:
+    address, dashboard = ray_cluster
+    args = ("--tasks", "24", "--seed", "4", "--round-id", "same")
+    on_ray = run_round(
+        tmp_path / "ray",
+        prefect_api_url,
+        *args,
+        FLYWHEEL_ROUND__SHARD_SIZE="6",
+        FLYWHEEL_EXECUTION__RUNNER="ray",
+        FLYWHEEL_EXECUTION__ADDRESS=address,
+    )
+    on_threads = run_round(
+        tmp_path / "threads", prefect_api_url, *args, FLYWHEEL_ROUND__SHARD_SIZE="6"
+    )
+
+    assert finished_shards(dashboard, 4) == 4  # the four shards ran as the cluster's tasks
+    assert on_ray["counts"]["collected"] >= 24
+    assert on_ray["counts"] == on_threads["counts"]
+    assert on_ray["dataset_version"] == on_threads["dataset_version"]  # content-derived ids
+    shards = sorted(p.name for p in (tmp_path / "ray").rglob("shard-*.parquet"))
+    assert shards == sorted(p.name for p in (tmp_path / "threads").rglob("shard-*.parquet"))
+    assert len(shards) == 4
