@@ -1,5 +1,6 @@
 """The curate stage at any size: the round's trajectories in fingerprint partitions
-(``curation.partitions``), each loaded from the catalog, curated and let go, in worker
+(``curation.partitions``), each loaded from the catalog, curated and let go: spread over
+a cluster by ``spread`` when one is given (``flows.execution``: Ray), else in worker
 processes when there are several partitions and cores.
 
 Workers only read the catalog; the records come back to the stage, which stores them
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -25,6 +26,11 @@ from flows.settings import CurationSettings, catalog_path
 from storage import Catalog
 from storage.bulk import gc_paused
 
+PartitionJob = tuple[Path, str, Sequence[str], CuratorConfig]
+"""``curate_partition``'s arguments: the catalog, the round, the partition's ids, the
+thresholds (what a worker elsewhere needs; it reads the catalog itself)."""
+Spread = Callable[[Sequence[PartitionJob]], Iterable[list[CurationRecord]]]
+"""Curates each job somewhere, and gives back each one's records."""
 MAX_AUTO_WORKERS = 8
 PROMPT_BATCH = 2_000
 """Records loaded at a time to render what an LLM judge is shown."""
@@ -45,9 +51,11 @@ def curate_round(
     round_id: str,
     settings: CurationSettings,
     llm: JsonLLM | None = None,
+    spread: Spread | None = None,
 ) -> list[CurationRecord]:
     """Curate every trajectory the catalog holds for ``round_id``, store the records,
-    and return them sorted by trajectory id (what curating all at once gives)."""
+    and return them sorted by trajectory id (what curating all at once gives). With an
+    LLM judge every partition is curated here (its client stays in this process)."""
     path = catalog_path(home)
     with Catalog.open(path, read_only=True) as catalog:
         pairs = catalog.trajectory_fingerprints(round_id)
@@ -55,7 +63,10 @@ def curate_round(
     config = curator_config(settings)
     workers = worker_count(settings.workers, len(partitions), judged=llm is not None)
     records: list[CurationRecord] = []
-    if workers <= 1:
+    if spread is not None and llm is None:
+        for chunk in spread([(path, round_id, ids, config) for ids in partitions]):
+            records += chunk
+    elif workers <= 1:
         for ids in partitions:
             records += curate_partition(path, round_id, ids, config, llm)
     else:

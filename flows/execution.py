@@ -1,20 +1,29 @@
-"""Where a round's collection shards run: threads of this process, or a Ray cluster.
+"""Where a round's collection shards and curation partitions run: threads and worker
+processes of this machine, or a Ray cluster.
 
 ``[execution] runner`` picks the Prefect task runner: Prefect's ``ThreadPoolTaskRunner``
 (``collect_workers`` shards at once), or prefect-ray's ``RayTaskRunner`` on the cluster
 at ``[execution] address`` (each shard a Ray task; the cluster's CPUs bound how many run
 at once). A shard's task gets plain values (its task specs, the round's config and
 settings) and writes its Parquet file under the state folder, so the dataset a round
-makes does not depend on the runner.
+makes does not depend on the runner. On Ray the curate stage's partitions are tasks of
+the cluster too; they read the catalog file, so its workers must see the state folder.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
+from contract import CurationRecord
+from curation.routing import CuratorConfig
+from flows.curation_stage import PartitionJob, Spread, curate_partition
 from flows.settings import FlywheelSettings
 
 T = TypeVar("T")
@@ -44,3 +53,32 @@ def passed(runner: TaskRunner[Any], value: T) -> T:
 def shares_memory(runner: TaskRunner[Any]) -> bool:
     """Whether tasks run in this process (and may report to objects of the flow)."""
     return isinstance(runner, ThreadPoolTaskRunner)
+
+
+@task(name="curate-partition", cache_policy=NO_CACHE)
+def curate_partition_task(
+    path: Path, round_id: str, trajectory_ids: Sequence[str], config: CuratorConfig
+) -> list[CurationRecord]:
+    """One fingerprint partition curated where the runner put it (it reads the catalog)."""
+    return curate_partition(path, round_id, trajectory_ids, config)
+
+
+def partition_spread(settings: FlywheelSettings) -> Spread | None:
+    """How the curate stage spreads its partitions: as tasks of the Ray cluster with
+    ``runner = "ray"``; else None (the stage's own worker processes)."""
+    if settings.execution.runner != "ray":
+        return None
+
+    def spread(jobs: Sequence[PartitionJob]) -> Iterator[list[CurationRecord]]:
+        with shard_runner(settings) as runner:
+            futures = [
+                runner.submit(
+                    curate_partition_task,
+                    {"path": path, "round_id": round_id, "trajectory_ids": ids, "config": config},
+                )
+                for path, round_id, ids, config in jobs
+            ]
+            for future in futures:
+                yield future.result()
+
+    return spread

@@ -43,7 +43,7 @@ from flows import round_stages as stages
 from flows.approval import Proposal, request_approval
 from flows.curation_stage import curate_round
 from flows.devices import require_a_ready_device
-from flows.execution import passed, shard_runner, shares_memory
+from flows.execution import partition_spread, passed, shard_runner, shares_memory
 from flows.gates import build_gate
 from flows.planning import next_plan
 from flows.progress import CollectionProgress
@@ -124,7 +124,8 @@ def ingest_task(home: Path, round_id: str) -> int:
 def curate_task(home: Path, round_id: str, settings: FlywheelSettings) -> int:
     """Curate the round's trajectories and store the records; how many were kept."""
     llm = agent_llm(settings, "curator")
-    return sum(r.kept for r in curate_round(home, round_id, settings.curation, llm))
+    spread = partition_spread(settings)
+    return sum(r.kept for r in curate_round(home, round_id, settings.curation, llm, spread))
 
 
 @task(name="gate", cache_policy=NO_CACHE)

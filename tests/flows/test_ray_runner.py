@@ -1,5 +1,6 @@
-"""A round whose collection shards run on a Ray cluster, started here as a user starts
-one (``ray start --head`` on 127.0.0.1, 2 CPUs): the same dataset as on threads."""
+"""A round whose collection shards and curation partitions run on a Ray cluster, started
+here as a user starts one (``ray start --head`` on 127.0.0.1, 2 CPUs): the same dataset
+as on threads and worker processes."""
 
 from __future__ import annotations
 
@@ -57,15 +58,15 @@ def ray_cluster(prefect_api_url: str) -> Iterator[tuple[str, str]]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def finished_shards(dashboard: str, expected: int) -> int:
-    """Ray's count of finished ``collect-shard`` tasks (its task events arrive late)."""
+def finished(dashboard: str, name: str, expected: int) -> int:
+    """Ray's count of its finished tasks called ``name`` (task events arrive late)."""
     from ray.util.state import list_tasks
 
     count = 0
     for _ in range(60):
         tasks = list_tasks(
             address=dashboard,
-            filters=[("name", "=", "collect-shard"), ("state", "=", "FINISHED")],
+            filters=[("name", "=", name), ("state", "=", "FINISHED")],
             limit=1000,
             raise_on_missing_output=False,
         )
@@ -82,19 +83,19 @@ def test_a_round_on_ray_makes_the_dataset_the_threads_make(
 ) -> None:
     address, dashboard = ray_cluster
     args = ("--tasks", "24", "--seed", "4", "--round-id", "same")
+    small = {"FLYWHEEL_ROUND__SHARD_SIZE": "6", "FLYWHEEL_CURATION__PARTITION_SIZE": "8"}
     on_ray = run_round(
         tmp_path / "ray",
         prefect_api_url,
         *args,
-        FLYWHEEL_ROUND__SHARD_SIZE="6",
         FLYWHEEL_EXECUTION__RUNNER="ray",
         FLYWHEEL_EXECUTION__ADDRESS=address,
+        **small,
     )
-    on_threads = run_round(
-        tmp_path / "threads", prefect_api_url, *args, FLYWHEEL_ROUND__SHARD_SIZE="6"
-    )
+    on_threads = run_round(tmp_path / "threads", prefect_api_url, *args, **small)
 
-    assert finished_shards(dashboard, 4) == 4  # the four shards ran as the cluster's tasks
+    assert finished(dashboard, "collect-shard", 4) == 4  # the shards ran on the cluster
+    assert finished(dashboard, "curate-partition", 3) >= 3  # and so did the partitions
     assert on_ray["counts"]["collected"] >= 24
     assert on_ray["counts"] == on_threads["counts"]
     assert on_ray["dataset_version"] == on_threads["dataset_version"]  # content-derived ids
