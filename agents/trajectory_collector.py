@@ -27,7 +27,8 @@ from envs.backend import Backend
 
 BackendLease = Callable[[int], Backend]
 """The backend for an attempt number: a retry goes to another device."""
-ShardWriter = Callable[[Sequence[Trajectory], Path], object]
+ShardWriter = Callable[[Sequence[Trajectory], str], object]
+"""Writes a shard's trajectories to its location (a local path or a URL, as text)."""
 EpisodeHook = Callable[[Trajectory], object]
 """Told of every episode as it ends (progress reports)."""
 
@@ -94,7 +95,7 @@ def make_write_shard(writer: ShardWriter | None) -> CollectorNode:
             state.get("trajectories", []),
             key=lambda t: (t.task.id, t.metadata.attempt),
         )
-        writer(ordered, Path(state["shard_path"]))
+        writer(ordered, state["shard_path"])
         return {"written": True}
 
     return write_shard
@@ -133,7 +134,7 @@ def collect_shard(
     lease: BackendLease,
     policy: Policy,
     *,
-    shard_path: Path | None = None,
+    shard_path: Path | str | None = None,
     writer: ShardWriter | None = None,
     max_steps: int | None = None,
     retry: RetryPolicy = BACKEND_RETRY,

@@ -116,8 +116,8 @@ def collect_shard_task(
 
 
 @task(name="ingest", cache_policy=NO_CACHE)
-def ingest_task(home: Path, round_id: str) -> int:
-    return stages.ingest(home, round_id)
+def ingest_task(home: Path, round_id: str, settings: FlywheelSettings) -> int:
+    return stages.ingest(home, round_id, stages.shards_root(home, settings))
 
 
 @task(name="curate", cache_policy=NO_CACHE)
@@ -309,7 +309,7 @@ def _collect_and_ingest(run: RoundRun) -> None:
     with Catalog.open(settings.catalog_path, read_only=True) as catalog:
         tasks = catalog.tasks_of_round(round_id)
     collected = _collect(settings, round_id, run.config, [*tasks, *recollected])
-    stored_count = ingest_task(settings.home, round_id)
+    stored_count = ingest_task(settings.home, round_id, settings)
     if stored_count != collected:
         raise FlywheelError(
             f"{round_id}: the catalog holds {stored_count} trajectories of the round, "

@@ -50,7 +50,7 @@ from flows.settings import FlywheelSettings, catalog_path
 from human_gate import GateItem, GateUnavailableError, HumanGate, final_decisions
 from human_gate.auto import review_of_curation
 from storage import Catalog
-from storage.files import path_inside
+from storage.locations import Location, join, parent_of
 from storage.round_facts import EpisodeFacts
 from storage.shards import (
     list_shards,
@@ -86,9 +86,15 @@ def walk_stages(
     return names[start:]
 
 
-def shard_path(home: Path, round_id: str, shard: str) -> Path:
-    """Where a shard of a round lives: always inside ``home/rounds``."""
-    return path_inside(home / "rounds", round_id, "shards", f"{shard}.parquet")
+def shard_path(root: Location, round_id: str, shard: str) -> Location:
+    """Where a shard of a round lives: always inside ``root`` (``shards_root``)."""
+    return join(root, round_id, "shards", f"{shard}.parquet")
+
+
+def shards_root(home: Path, settings: FlywheelSettings) -> Location:
+    """Where the rounds' shards are written: ``[storage] shards`` (a URL), else the
+    state folder's ``rounds``."""
+    return settings.storage.shards or home / "rounds"
 
 
 def construct(
@@ -149,7 +155,7 @@ def collect_one_shard(
     On ``device`` the shard leases one device of the pool at a time: an attempt whose
     device failed is tried again on another (``[retries] backend``; its attempts are the
     round's ``max_backend_attempts``)."""
-    path = shard_path(home, round_id, shard)
+    path = shard_path(shards_root(home, settings), round_id, shard)
     if shard_complete(path):
         stored = read_trajectory_shard(path)
         if on_episode is not None:
@@ -167,7 +173,6 @@ def collect_one_shard(
     def lease(attempt: int) -> Backend:
         return local_sandbox(config.backend_fault_rate, f"sandbox-{attempt}")
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         if backend == "device":
             from flows.devices import device_pool, gui_agent
@@ -216,9 +221,10 @@ def shards_of(tasks: Sequence[TaskSpec], size: int) -> list[list[TaskSpec]]:
     return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
-def ingest(home: Path, round_id: str) -> int:
-    """Ingest the round's shards in one transaction; returns its trajectory count."""
-    folder = shard_path(home, round_id, "any").parent
+def ingest(home: Path, round_id: str, root: Location | None = None) -> int:
+    """Ingest the round's shards (below ``root``, by default the state folder's
+    ``rounds``) in one transaction; returns its trajectory count."""
+    folder = parent_of(shard_path(root or home / "rounds", round_id, "any"))
     with Catalog.open(catalog_path(home)) as catalog:
         catalog.ingest_shards(list_shards(folder))
         return catalog.count_trajectories(round_id)

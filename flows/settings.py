@@ -48,6 +48,7 @@ from contract.report import DEFAULT_MAX_REPORT_BYTES, DEFAULT_MAX_REPORT_TASKS
 from contract.retry import BACKEND_RETRY, LABEL_STUDIO_RETRY, LLM_RETRY, PREFECT_API_ATTEMPTS
 from curation.partitions import DEFAULT_PARTITION_SIZE
 from curation.planning import PlanningConfig
+from storage.locations import check_url
 
 if TYPE_CHECKING:
     from agents.llm import JsonLLM
@@ -504,6 +505,23 @@ class ExecutionSettings(Section):
     )
 
 
+class StorageSettings(Section):
+    """Where the data path's files live besides the state folder."""
+
+    shards: str | None = Field(
+        default=None,
+        description="where rounds' Parquet shards are written: unset, the state folder's "
+        "rounds/; or an fsspec URL such as s3://bucket/prefix, which Ray workers on other "
+        "machines reach too (credentials and endpoint from the filesystem's environment: "
+        "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL)",
+    )
+
+    @field_validator("shards")
+    @classmethod
+    def _a_known_filesystem(cls, value: str | None) -> str | None:
+        return None if value is None else check_url(value)
+
+
 class ScheduleSettings(Section):
     """When ``flywheel serve`` runs scheduled rounds."""
 
@@ -630,6 +648,7 @@ class FlywheelSettings(BaseSettings):
     episode: EpisodeSettings = Field(default_factory=EpisodeSettings)
     round: RoundSettings = Field(default_factory=RoundSettings)
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
     retries: RetrySettings = Field(default_factory=RetrySettings)
     curation: CurationSettings = Field(default_factory=CurationSettings)
     balance: BalanceSettings = Field(default_factory=BalanceSettings)

@@ -56,6 +56,7 @@ from storage.errors import CatalogError, UnknownIdError
 from storage.export_columns import ExportColumns, export_columns
 from storage.feedback import FeedbackSummary
 from storage.ingest import IngestReport
+from storage.locations import Location
 from storage.migrations import SCHEMA_VERSION, migrate, schema_version
 from storage.round_facts import EpisodeFacts
 from storage.rows import (
@@ -372,7 +373,7 @@ class Catalog:
 
     # -- trajectories -------------------------------------------------------------------
 
-    def ingest_shards(self, paths: Sequence[Path]) -> IngestReport:
+    def ingest_shards(self, paths: Sequence[Location]) -> IngestReport:
         """Ingest Parquet shards in one transaction; a folder stands for the complete
         shards in it. Shards ingested before (by resolved path) and trajectories stored
         before (by id) are skipped; task specs the shards embed are added when new."""

@@ -6,13 +6,15 @@ one INSERT ... SELECT over the trajectories that are not stored yet.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from storage.locations import Location, filesystem, is_url
 from storage.rows import SHARD_RECORD_SCHEMA, STEP_COLUMNS, TASK_SCHEMA, TRAJECTORY_COLUMNS
 from storage.shards import ShardInfo, list_shards, shard_info
 from storage.sql import insert_rows, now, scalar
@@ -28,17 +30,23 @@ class IngestReport:
     skipped_files: int
 
 
-def resolve_shards(paths: Sequence[Path]) -> dict[str, ShardInfo]:
-    """Complete shards by resolved path; a folder stands for the complete shards in it.
+def resolve_shards(paths: Sequence[Location]) -> dict[str, ShardInfo]:
+    """Complete shards by resolved path or URL; a folder stands for the complete shards
+    in it.
 
     A file named explicitly must be a complete shard (CatalogError otherwise); in a
     folder, temporary files of shards being written are left out.
     """
     found: dict[str, ShardInfo] = {}
     for given in paths:
-        path = Path(given)
-        for file in list_shards(path) if path.is_dir() else [path]:
-            info = shard_info(file.resolve())
+        if is_url(given):
+            fs, key = filesystem(given)
+            files = list_shards(given) if fs.isdir(key) else [given]
+        else:
+            path = Path(given)
+            files = [Path(f).resolve() for f in (list_shards(path) if path.is_dir() else [path])]
+        for file in files:
+            info = shard_info(file)
             found[str(info.path)] = info
     return found
 
@@ -50,17 +58,38 @@ def ingest(con: duckdb.DuckDBPyConnection, shards: dict[str, ShardInfo]) -> Inge
     if not new:
         return IngestReport(files=0, trajectories=0, steps=0, skipped_files=len(done))
     files = [str(info.path) for info in new]
-    survey = _survey(con, files)
-    source = _new_trajectories(con, files, survey)
-    if survey.missing_tasks:
-        _insert_tasks(con, files)
-    steps = _insert_steps(con, source)
-    _insert_verdicts(con, source)
-    trajectories = _insert_trajectories(con, source)  # last: a source may exclude stored ids
+    with readable(con, [info.path for info in new]):
+        survey = _survey(con, files)
+        source = _new_trajectories(con, files, survey)
+        if survey.missing_tasks:
+            _insert_tasks(con, files)
+        steps = _insert_steps(con, source)
+        _insert_verdicts(con, source)
+        trajectories = _insert_trajectories(con, source)  # last: a source may exclude ids
     _record_shards(con, new)
     return IngestReport(
         files=len(new), trajectories=trajectories, steps=steps, skipped_files=len(done)
     )
+
+
+@contextmanager
+def readable(con: duckdb.DuckDBPyConnection, paths: Sequence[Location]) -> Iterator[None]:
+    """DuckDB reads the URLs among ``paths`` through their fsspec filesystems, registered
+    on ``con`` for the block (no DuckDB extension is downloaded for them)."""
+    added: list[str] = []
+    for path in paths:
+        if not is_url(path):
+            continue
+        fs, _ = filesystem(path)
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        if not con.filesystem_is_registered(protocol):
+            con.register_filesystem(fs)
+            added.append(protocol)
+    try:
+        yield
+    finally:
+        for protocol in added:
+            con.unregister_filesystem(protocol)
 
 
 def _ingested(con: duckdb.DuckDBPyConnection, keys: list[str]) -> set[str]:

@@ -1,8 +1,10 @@
 """Parquet shards: how collectors hand trajectories to the catalog without touching it.
 
 A shard is one Parquet file of trajectories (schema ``rows.SHARD_SCHEMA``), written under
-a temporary name and renamed into place, so a file with a shard's name is always whole.
-Each task spec is stored once per shard, which makes a shard self-contained.
+a temporary name and renamed into place, so a file with a shard's name is always whole;
+at a URL (``storage.locations``: object storage) it is one object, which a store shows
+only once it is whole. Each task spec is stored once per shard, which makes a shard
+self-contained.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pyarrow.parquet as pq
 from contract import TaskSpec, Trajectory
 from storage.errors import CatalogError
 from storage.files import is_temporary, write_atomically
+from storage.locations import Location, filesystem, is_url, name_of
 from storage.rows import SHARD_SCHEMA, rebuild_trajectory, step_rows, task_row, trajectory_row
 
 SHARD_FORMAT = 1
@@ -30,7 +33,7 @@ _META_KEY = b"flywheel.shard"
 class ShardInfo:
     """What a written shard holds."""
 
-    path: Path
+    path: Location
     shard: str
     trajectories: int
     steps: int
@@ -41,12 +44,13 @@ class ShardInfo:
 
 
 def write_trajectory_shard(
-    trajectories: Sequence[Trajectory], path: Path, *, shard: str
+    trajectories: Sequence[Trajectory], path: Location, *, shard: str
 ) -> ShardInfo:
     """Write ``trajectories`` as one Parquet file at ``path``, atomically.
 
-    The file is written under a hidden temporary name in the same folder, synced, then
-    renamed: a crash leaves at most a temporary file, which readers ignore.
+    A local file is written under a hidden temporary name in the same folder, synced,
+    then renamed: a crash leaves at most a temporary file, which readers ignore. At a URL
+    it is uploaded as one object, which appears once the upload completed.
     """
     rows = _shard_rows(trajectories, shard)
     rounds = {t.metadata.round for t in trajectories}
@@ -60,18 +64,28 @@ def write_trajectory_shard(
     }
     schema = SHARD_SCHEMA.with_metadata({_META_KEY: orjson.dumps(meta)})
     table = pa.Table.from_pylist(rows, schema=schema)
-    write_atomically(path, lambda sink: pq.write_table(table, sink, compression="zstd"))
+    if is_url(path):
+        fs, key = filesystem(path)
+        with fs.open(key, "wb") as sink:
+            pq.write_table(table, sink, compression="zstd")
+    else:
+        write_atomically(Path(path), lambda sink: pq.write_table(table, sink, compression="zstd"))
     return _info(path, meta)
 
 
-def _info(path: Path, meta: dict[str, Any]) -> ShardInfo:
+def _info(path: Location, meta: dict[str, Any]) -> ShardInfo:
+    if is_url(path):
+        fs, key = filesystem(path)
+        size = int(fs.size(key))
+    else:
+        size = Path(path).stat().st_size
     return ShardInfo(
         path=path,
         shard=meta["shard"],
         trajectories=meta["trajectories"],
         steps=meta["steps"],
         tasks=meta["tasks"],
-        bytes=path.stat().st_size,
+        bytes=size,
         round_id=meta["round_id"],
     )
 
@@ -89,12 +103,22 @@ def _shard_rows(trajectories: Sequence[Trajectory], shard: str) -> list[dict[str
     return rows
 
 
-def _complete_meta(path: Path) -> dict[str, Any] | None:
+def _complete_meta(path: Location) -> dict[str, Any] | None:
     """The footer metadata of a whole shard, or None for anything else."""
-    if is_temporary(path) or not path.is_file():
+    if is_temporary(Path(name_of(path))):
         return None
     try:
-        raw = (pq.read_metadata(path).metadata or {}).get(_META_KEY)
+        if is_url(path):
+            fs, key = filesystem(path)
+            if not fs.isfile(key):
+                return None
+            with fs.open(key, "rb") as source:
+                footer = pq.read_metadata(source)
+        elif Path(path).is_file():
+            footer = pq.read_metadata(path)
+        else:
+            return None
+        raw = (footer.metadata or {}).get(_META_KEY)
     except (OSError, pa.ArrowException):
         return None
     if raw is None:
@@ -103,12 +127,12 @@ def _complete_meta(path: Path) -> dict[str, Any] | None:
     return meta if meta.get("format") == SHARD_FORMAT else None
 
 
-def shard_complete(path: Path) -> bool:
+def shard_complete(path: Location) -> bool:
     """Whether ``path`` is a whole shard: not a temporary file, with a readable footer."""
     return _complete_meta(path) is not None
 
 
-def shard_info(path: Path) -> ShardInfo:
+def shard_info(path: Location) -> ShardInfo:
     """What the shard at ``path`` holds, read from its footer."""
     meta = _complete_meta(path)
     if meta is None:
@@ -119,17 +143,34 @@ def shard_info(path: Path) -> ShardInfo:
     return _info(path, meta)
 
 
-def list_shards(folder: Path) -> list[Path]:
+def list_shards(folder: Location) -> list[Location]:
     """The complete shards in ``folder`` (not recursive), sorted by name."""
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.iterdir() if p.suffix == SHARD_SUFFIX and shard_complete(p))
+    if not is_url(folder):
+        local = Path(folder)
+        if not local.is_dir():
+            return []
+        named: list[Location] = [p for p in local.iterdir() if p.suffix == SHARD_SUFFIX]
+    else:
+        fs, key = filesystem(folder)
+        if not fs.isdir(key):
+            return []
+        named = [
+            f"{str(folder).rstrip('/')}/{name_of(p)}"
+            for p in fs.ls(key, detail=False)
+            if name_of(p).endswith(SHARD_SUFFIX)
+        ]
+    return sorted((p for p in named if shard_complete(p)), key=str)
 
 
-def read_trajectory_shard(path: Path) -> list[Trajectory]:
+def read_trajectory_shard(path: Location) -> list[Trajectory]:
     """The exact trajectories of a shard, in the order they were written."""
     shard_info(path)
-    rows = pq.read_table(path, schema=SHARD_SCHEMA).to_pylist()
+    if is_url(path):
+        fs, key = filesystem(path)
+        table = pq.read_table(key, schema=SHARD_SCHEMA, filesystem=fs)
+    else:
+        table = pq.read_table(path, schema=SHARD_SCHEMA)
+    rows = table.to_pylist()
     tasks: dict[str, TaskSpec] = {}
     for row in rows:
         if row["task"] is not None:

@@ -65,8 +65,8 @@ def test_the_writer_gets_the_shard_once_in_order(sandbox: MobileSandbox, tmp_pat
     tasks = sample_tasks(5, 7, sandbox, split=Split.TRAIN)
     calls: list[tuple[list[str], Path]] = []
 
-    def writer(trajectories: Sequence[Trajectory], path: Path) -> None:
-        calls.append(([t.id for t in trajectories], path))
+    def writer(trajectories: Sequence[Trajectory], path: str) -> None:
+        calls.append(([t.id for t in trajectories], Path(path)))
 
     policy = ScriptedPolicy(FaultConfig(rate=1.0))
     out = collect_shard(

@@ -118,6 +118,12 @@ def test_the_engine_names_the_engines_it_allows(
         ("[deployment]\nmin_overall_gain = 1.5\n", "deployment.min_overall_gain"),
         ("[deployment]\nmin_gain = 0.1\n", "deployment.min_gain"),  # a misspelt key
         ('[serving]\nengine = "tpu"\n', "serving.engine"),
+        ('[storage]\nshards = "nfs:/exports/flywheel"\n', "storage.shards"),  # no scheme
+        ('[storage]\nshards = "file:///data/flywheel"\n', "storage.shards"),  # a local path
+        ('[storage]\nshards = "nosuch://bucket"\n', "storage.shards"),
+        ('[execution]\nrunner = "dask"\n', "execution.runner"),
+        ('[execution]\naddress = "http://head:6379"\n', "execution.address"),
+        ('[execution]\nwork_pool = "My Pool"\n', "execution.work_pool"),
     ],
 )
 def test_a_bad_value_in_the_file_names_its_field(config: Path, text: str, needle: str) -> None:
