@@ -59,7 +59,7 @@ def check_device(
     spec = specs.get(name)
     if spec is None:
         raise InvalidInputError("device", f"no device named {name!r} in the pool", specs)
-    store = ArtifactStore(settings.artifacts_path)
+    store = ArtifactStore(settings.artifacts_location)
     with session(
         spec.server,
         spec.profile,
@@ -82,6 +82,6 @@ def check_device(
         emit_json(report)
     else:
         typer.echo(screen.tree.render() if screen.tree is not None else "(no screen)")
-        typer.echo(f"\nartifacts in {settings.artifacts_path}: {', '.join(artifacts)}")
+        typer.echo(f"\nartifacts in {settings.artifacts_location}: {', '.join(artifacts)}")
     if failures:
         raise typer.Exit(1)

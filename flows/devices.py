@@ -113,7 +113,7 @@ def device_pool(settings: FlywheelSettings, *, guarded: bool = True) -> DevicePo
         if pool is None:
             if guarded:
                 ensure_device_limits([s.name for s in specs])
-            store = ArtifactStore(settings.artifacts_path)
+            store = ArtifactStore(settings.artifacts_location)
             pool = DevicePool(
                 specs,
                 store=store.put,

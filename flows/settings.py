@@ -48,7 +48,7 @@ from contract.report import DEFAULT_MAX_REPORT_BYTES, DEFAULT_MAX_REPORT_TASKS
 from contract.retry import BACKEND_RETRY, LABEL_STUDIO_RETRY, LLM_RETRY, PREFECT_API_ATTEMPTS
 from curation.partitions import DEFAULT_PARTITION_SIZE
 from curation.planning import PlanningConfig
-from storage.locations import check_url
+from storage.locations import Location, check_url
 
 if TYPE_CHECKING:
     from agents.llm import JsonLLM
@@ -516,7 +516,13 @@ class StorageSettings(Section):
         "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL)",
     )
 
-    @field_validator("shards")
+    artifacts: str | None = Field(
+        default=None,
+        description="where screenshots and page sources are stored: unset, the state "
+        "folder's artifacts/; or an fsspec URL (Label Studio then shows them as references)",
+    )
+
+    @field_validator("shards", "artifacts")
     @classmethod
     def _a_known_filesystem(cls, value: str | None) -> str | None:
         return None if value is None else check_url(value)
@@ -693,8 +699,14 @@ class FlywheelSettings(BaseSettings):
 
     @property
     def artifacts_path(self) -> Path:
-        """The artifact store: screenshots, page sources, exports, by content hash."""
+        """The local artifact store: screenshots, page sources, exports, by content hash
+        (what Label Studio serves to the review page)."""
         return self.home / "artifacts"
+
+    @property
+    def artifacts_location(self) -> Location:
+        """Where artifacts are stored: ``[storage] artifacts``, else ``artifacts_path``."""
+        return self.storage.artifacts or self.artifacts_path
 
 
 def refuse_unknown_sections(environ: Mapping[str, str], sections: set[str]) -> None:

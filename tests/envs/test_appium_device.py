@@ -192,7 +192,7 @@ def test_a_screenshot_is_a_png_in_the_store(device: DeviceSession, store: Artifa
     ref = feedback.result["screenshot"]
     assert isinstance(ref, str) and ref.endswith(".png")
     assert outcome.artifacts == (ref,)
-    assert store.path(ref).read_bytes().startswith(b"\x89PNG")
+    assert store.get(ref).startswith(b"\x89PNG")
 
 
 def test_read_screen_keeps_the_page_source_with_live_state(
@@ -206,7 +206,7 @@ def test_read_screen_keeps_the_page_source_with_live_state(
     assert feedback.result == {"screen": outcome.tree.render()}
     (ref,) = outcome.artifacts
     assert ref.endswith(".xml")
-    stored = parse_screen(store.path(ref).read_bytes())
+    stored = parse_screen(store.get(ref))
     assert ui_tree(stored) == outcome.tree
     camera = stored.find(f".//*[@id='{CAMERA}']")
     membership = stored.find(f".//*[@id='{MEMBERSHIP}']")

@@ -3,6 +3,7 @@ server mode on 127.0.0.1), reached through fsspec (s3fs) as a real bucket would 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from flows.servers import free_port
-from storage import Catalog
+from storage import ArtifactStore, Catalog
 from tests.flows.commands import run_round
 
 MOTO = str(Path(sys.executable).parent / "moto_server")
@@ -82,3 +83,33 @@ def test_a_round_writes_its_shards_to_the_bucket_and_ingests_them_from_there(
     assert not list((tmp_path / "remote").rglob("*.parquet"))  # nothing landed locally
     with Catalog.open(tmp_path / "remote" / "catalog.duckdb", read_only=True) as catalog:
         assert catalog.count_trajectories("bucketed") == remote["counts"]["collected"]
+
+
+@pytest.mark.slow
+def test_a_device_round_keeps_its_screenshots_and_shards_in_the_bucket(
+    s3_env: dict[str, str], prefect_api_url: str, appium_url: str, tmp_path: Path
+) -> None:
+    """End to end on a device pool (Appium's fake driver): every screenshot and page
+    source a step references is an object in the bucket, and nothing is on local disk."""
+    pool = json.dumps([{"name": "fake-0", "server": appium_url}])
+    artifacts = f"s3://{BUCKET}/artifacts"
+    out = run_round(
+        tmp_path,
+        prefect_api_url,
+        *("--tasks", "48", "--seed", "5", "--devices", "gui", "--backend-fault-rate", "0"),
+        FLYWHEEL_DEVICES__POOL=pool,
+        FLYWHEEL_DEVICES__LEASE_TIMEOUT_S="60",
+        FLYWHEEL_STORAGE__ARTIFACTS=artifacts,
+        FLYWHEEL_STORAGE__SHARDS=f"s3://{BUCKET}/device-rounds",
+        **s3_env,
+    )
+    with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
+        trajectories = catalog.trajectories_of_round(out["round_id"])
+    refs = {ref for t in trajectories for step in t.steps for ref in step.artifacts}
+    assert {Path(ref).suffix for ref in refs} >= {".png", ".xml"}
+    store = ArtifactStore(artifacts)
+    assert all(ref in store for ref in refs)
+    screenshot = next(ref for ref in sorted(refs) if ref.endswith(".png"))
+    assert store.get(screenshot)[:4] == b"\x89PNG"
+    assert not (tmp_path / "artifacts").exists()
+    assert not list(tmp_path.rglob("*.parquet"))

@@ -57,3 +57,23 @@ def test_a_missing_artifact_is_an_unknown_id(tmp_path: Path) -> None:
     ref = f"ab/cd/ab{'0' * 62}.png"
     with pytest.raises(UnknownIdError, match=f"unknown artifact id '{ref}' in {tmp_path}"):
         store.get(ref)
+
+
+def test_a_store_at_a_url_keeps_artifacts_as_objects() -> None:
+    """Below an fsspec URL (here fsspec's in-memory filesystem) the store behaves alike:
+    same references, one object per content, refusals by the same rules."""
+    import fsspec
+
+    root = f"memory://artifacts-{hashlib.sha256(b'url').hexdigest()[:8]}"
+    store = ArtifactStore(root)
+    data = b"\x89PNG fake"
+    ref = store.put(data, ".png")
+    assert store.put(data, ".png") == ref
+    assert store.path(ref) == f"{root}/{ref}"
+    assert ref in store and store.get(ref) == data
+    fs, key = fsspec.core.url_to_fs(root)
+    assert fs.find(key) == [f"/{key.lstrip('/')}/{ref}"]
+    with pytest.raises(UnknownIdError):
+        store.get(ref.replace(".png", ".xml"))
+    with pytest.raises(InvalidInputError, match="not an artifact reference"):
+        store.path("../../etc/passwd")

@@ -40,4 +40,4 @@ def test_only_urls_of_known_filesystems_are_accepted() -> None:
     for bad in ("file:///data", "nosuch://x", "bucket/prefix", "s3://"):
         with pytest.raises(InvalidInputError) as caught:
             check_url(bad)
-        assert "s3" in caught.value.allowed
+        assert caught.value.allowed is not None and "s3" in caught.value.allowed
