@@ -48,12 +48,12 @@ $(CHROMIUM):
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium
 
 ## test: lint, type-check, then the whole test suite (with Prefect, Label Studio and Appium servers)
-# Tests that restart a shared server run alone, after the others; both runs always run,
-# and the first failure's status is the target's.
+# Tests that restart a shared server or start a cluster run alone, after the others; both
+# runs always run, and the first failure's status is the target's.
 test: lint $(LS_STAMP) $(APPIUM_STAMP) $(CHROMIUM)
 	scripts/with-servers.sh sh -c '\
-		$(BIN)/pytest -n 2 --dist loadfile -m "not restarts_servers"; parallel=$$?; \
-		$(BIN)/pytest -m restarts_servers; alone=$$?; \
+		$(BIN)/pytest -n 2 --dist loadfile -m "not restarts_servers and not cluster"; parallel=$$?; \
+		$(BIN)/pytest -m "restarts_servers or cluster"; alone=$$?; \
 		[ $$parallel -ne 0 ] && exit $$parallel; exit $$alone'
 
 lint: $(STAMP)

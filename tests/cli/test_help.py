@@ -31,6 +31,8 @@ FREE_TEXT = {
     ("gate status", "--round"),
     ("gate sync", "--round"),
     ("deploy rollback", "--reason"),
+    ("serve", "--pool"),  # a work pool's name
+    ("worker", "--pool"),
 }
 """Options whose values are open: ids, names, folders, assignments, free text."""
 

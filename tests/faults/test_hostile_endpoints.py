@@ -66,9 +66,10 @@ def test_flywheel_episode_turns_any_reply_into_a_typed_step(name: str, tmp_path:
     first = trajectory["steps"][0]
     assert first["action"] is None
     if name in HOSTILE:
-        assert first["feedback"]["error"]["kind"] == "backend_error"
+        assert first["feedback"]["error"]["kind"] == "endpoint_error"
         assert "malformed completion" in first["feedback"]["error"]["message"]
-        assert trajectory["metadata"]["outcome"] == "backend_error"
+        assert trajectory["metadata"]["termination"] == "endpoint_error"
+        assert trajectory["metadata"]["outcome"] == "backend_error"  # never trained on
     else:
         assert first["feedback"]["error"]["kind"] == "malformed_output"
         assert trajectory["steps"][1]["action"]["kind"] == "finish"  # the next reply
@@ -86,7 +87,7 @@ def test_a_round_collected_by_a_hostile_endpoint_completes(
             tmp_path,
             prefect_api_url,
             FLYWHEEL_POLICY__BASE_URL=server.base_url,
-            FLYWHEEL_POLICY__MAX_ATTEMPTS="1",
+            FLYWHEEL_RETRIES__LLM__ATTEMPTS="1",
             FLYWHEEL_POLICY__MAX_RESPONSE_BYTES="8192",
         )
         result = subprocess.run(

@@ -59,6 +59,7 @@ def s3_env() -> Iterator[dict[str, str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_a_round_writes_its_shards_to_the_bucket_and_ingests_them_from_there(
     s3_env: dict[str, str], prefect_api_url: str, tmp_path: Path
 ) -> None:
@@ -86,6 +87,7 @@ def test_a_round_writes_its_shards_to_the_bucket_and_ingests_them_from_there(
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_a_device_round_keeps_its_screenshots_and_shards_in_the_bucket(
     s3_env: dict[str, str], prefect_api_url: str, appium_url: str, tmp_path: Path
 ) -> None:

@@ -78,6 +78,7 @@ def finished(dashboard: str, name: str, expected: int) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_a_round_on_ray_makes_the_dataset_the_threads_make(
     ray_cluster: tuple[str, str], prefect_api_url: str, tmp_path: Path
 ) -> None:

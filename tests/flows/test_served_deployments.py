@@ -202,6 +202,7 @@ def _dom(url: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_a_worker_of_the_work_pool_runs_the_registered_round(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
