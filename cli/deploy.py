@@ -3,7 +3,6 @@ closed loop, and the Prefect deployments that run them on a schedule or from the
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -306,7 +305,6 @@ def run_worker(pool: str | None, limit: int | None) -> None:
     from flows.servers import prefect_api
     from flows.work_pools import work
 
-    os.environ["PREFECT_API_URL"] = api  # the flow runs' subprocesses report there too
     typer.echo(
         f"Worker of the work pool {name!r} at {api.removesuffix('/api')}: runs its flow "
         f"runs here, state folder {Path(settings.home).resolve()}. Ctrl-C stops.",

@@ -84,9 +84,21 @@ def resolve_prefect_api(
 def prefect_api(url: str, attempts: int = PREFECT_API_ATTEMPTS) -> Iterator[None]:
     """Point Prefect (flows, tasks, clients) at ``url`` for the duration of the block; a
     request to it is tried ``attempts`` times (``[retries] prefect_api``), by Prefect's own
-    client: the one layer that retries the Prefect API."""
+    client: the one layer that retries the Prefect API. Both hold in the processes the
+    block starts too (a served deployment's or a worker's flow runs), through the
+    environment."""
     from prefect.settings import temporary_settings
 
     updates = {"api.url": url, "client.max_retries": attempts - 1}
-    with temporary_settings(updates=updates):
-        yield
+    variables = {"PREFECT_API_URL": url, "PREFECT_CLIENT_MAX_RETRIES": str(attempts - 1)}
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        with temporary_settings(updates=updates):
+            yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

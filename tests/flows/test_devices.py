@@ -110,10 +110,9 @@ _HOLD_FOREVER = """
 import sys, time
 from flows.devices import ensure_device_limits, prefect_guard
 ensure_device_limits([sys.argv[1]])
-guard = prefect_guard(sys.argv[1])
 for attempt in range(30):  # a loaded server may answer the free slot after the 1 s wait,
-    try:                   # as the device pool's retries allow for
-        guard.__enter__()
+    try:                   # as the device pool's retries allow for (a guard is single-use)
+        prefect_guard(sys.argv[1]).__enter__()
         break
     except TimeoutError:
         time.sleep(0.5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -88,3 +89,20 @@ def test_a_policy_out_of_range_is_refused_naming_it(
     monkeypatch.setenv(variable, value)
     with pytest.raises(FlywheelError, match=re.escape(needle)):
         load_settings()
+
+
+def test_the_prefect_api_policy_reaches_prefect_s_client_and_the_runs_it_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from prefect.settings import get_current_settings
+
+    from flows.servers import prefect_api
+
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:1/api")
+    monkeypatch.delenv("PREFECT_CLIENT_MAX_RETRIES", raising=False)
+    with prefect_api("http://127.0.0.1:9/api", attempts=3):
+        assert get_current_settings().client.max_retries == 2
+        assert os.environ["PREFECT_CLIENT_MAX_RETRIES"] == "2"  # subprocesses inherit it
+        assert os.environ["PREFECT_API_URL"] == "http://127.0.0.1:9/api"
+    assert os.environ["PREFECT_API_URL"] == "http://127.0.0.1:1/api"
+    assert "PREFECT_CLIENT_MAX_RETRIES" not in os.environ
