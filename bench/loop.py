@@ -17,12 +17,12 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 from bench.machine import cpu_seconds
+from flows.environment import scoped_environ
 from flows.settings import load_settings
 from training.settings import NANO, RlSettings, SftSettings
 
@@ -63,7 +63,7 @@ def run_loop_benchmark(
     environment = {"FLYWHEEL_SERVING__PORT": port, **(serving or {})}
     with (
         tempfile.TemporaryDirectory(prefix="flywheel-bench-loop-") as tmp,
-        _environment({"FLYWHEEL_HOME": tmp, **environment}),
+        scoped_environ({"FLYWHEEL_HOME": tmp, **environment}),
     ):
         settings = load_settings()
         api = resolve_prefect_api(server_home, settings.prefect.port)
@@ -123,17 +123,3 @@ def _shown(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     return str(value)
-
-
-@contextmanager
-def _environment(values: Mapping[str, str]) -> Iterator[None]:
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value

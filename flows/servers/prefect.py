@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from contract.retry import PREFECT_API_ATTEMPTS
+from flows.environment import scoped_environ
 from flows.servers.managed import HOST, ManagedServer, Progress, ServerError, ServerSpec
 
 PREFECT_DEFAULT_PORT = 4200
@@ -91,14 +92,5 @@ def prefect_api(url: str, attempts: int = PREFECT_API_ATTEMPTS) -> Iterator[None
 
     updates = {"api.url": url, "client.max_retries": attempts - 1}
     variables = {"PREFECT_API_URL": url, "PREFECT_CLIENT_MAX_RETRIES": str(attempts - 1)}
-    before = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-    try:
-        with temporary_settings(updates=updates):
-            yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with scoped_environ(variables), temporary_settings(updates=updates):
+        yield

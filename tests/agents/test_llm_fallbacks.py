@@ -17,10 +17,7 @@ from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
 from agents.task_constructor import construct_tasks
 from contract import (
-    CurationRecord,
     RetryPolicy,
-    ReviewDecision,
-    Routing,
     Split,
     TaskSource,
     Trajectory,
@@ -30,7 +27,7 @@ from curation.balance import default_target
 from curation.routing import CuratorConfig
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
-from human_gate import AutoGate, GateItem
+from tests.agents.test_balancer import approve_all
 from tests.fakes import refusing_url
 
 FAST = RetryPolicy(attempts=2, backoff_s=0.0, max_backoff_s=0.0)
@@ -116,8 +113,7 @@ def test_the_curator_records_the_outage_and_decides_by_its_rules(
 
 def test_the_balancer_proposes_without_a_rationale(episodes: list[Trajectory]) -> None:
     train = [t for t in episodes if t.task.split is Split.TRAIN]
-    items = [GateItem(t, _approved(t)) for t in train]
-    reviews = list(AutoGate().collect("r", items).reviews)
+    reviews = approve_all(train)
     target = default_target()
     state = run_balancer("r", train, reviews, target, llm=refusing())
     plain = run_balancer("r", train, reviews, target)
@@ -126,17 +122,3 @@ def test_the_balancer_proposes_without_a_rationale(episodes: list[Trajectory]) -
     assert error.startswith("rationale: ") and "APIConnectionError" in error
     assert state["version"] is not None and plain["version"] is not None
     assert state["version"].members == plain["version"].members
-
-
-def _approved(t: Trajectory) -> CurationRecord:
-    return CurationRecord(
-        trajectory_id=t.id,
-        task_id=t.task.id,
-        round_id="r",
-        kept=True,
-        supported=True,
-        quality=0.9,
-        routing=Routing.AUTO_APPROVE,
-        suggested=ReviewDecision.APPROVE,
-        reason="checked",
-    )
