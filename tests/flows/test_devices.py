@@ -111,8 +111,9 @@ import sys, time
 from flows.devices import ensure_device_limits, prefect_guard
 ensure_device_limits([sys.argv[1]])
 for attempt in range(30):  # a loaded server may answer the free slot after the 1 s wait,
-    try:                   # as the device pool's retries allow for (a guard is single-use)
-        prefect_guard(sys.argv[1]).__enter__()
+    guard = prefect_guard(sys.argv[1])  # as the device pool's retries allow for; a guard
+    try:                                # is single-use, and kept: collected, it releases
+        guard.__enter__()
         break
     except TimeoutError:
         time.sleep(0.5)
