@@ -29,8 +29,9 @@ from flows.settings import FlywheelSettings
 T = TypeVar("T")
 
 
-def shard_runner(settings: FlywheelSettings) -> TaskRunner[Any]:
-    """The task runner collection shards are submitted to."""
+def round_task_runner(settings: FlywheelSettings) -> TaskRunner[Any]:
+    """The task runner a round's collection shards (and, on Ray, curation partitions)
+    are submitted to."""
     execution = settings.execution
     if execution.runner == "ray":
         from prefect_ray import RayTaskRunner
@@ -70,7 +71,7 @@ def partition_spread(settings: FlywheelSettings) -> Spread | None:
         return None
 
     def spread(jobs: Sequence[PartitionJob]) -> Iterator[list[CurationRecord]]:
-        with shard_runner(settings) as runner:
+        with round_task_runner(settings) as runner:
             futures = [
                 runner.submit(
                     curate_partition_task,

@@ -43,7 +43,7 @@ from flows import round_stages as stages
 from flows.approval import Proposal, request_approval
 from flows.curation_stage import curate_round
 from flows.devices import require_a_ready_device
-from flows.execution import partition_spread, passed, shard_runner, shares_memory
+from flows.execution import partition_spread, passed, round_task_runner, shares_memory
 from flows.gates import build_gate
 from flows.planning import next_plan
 from flows.progress import CollectionProgress
@@ -408,7 +408,7 @@ def _collect(
     if on_device:
         require_a_ready_device(settings)
         log.info("%d of %d tasks run on the device pool", len(on_device), len(tasks))
-    runner = shard_runner(settings)
+    runner = round_task_runner(settings)
     # Episodes are counted as they end where shards share this process; elsewhere, by shard.
     progress = CollectionProgress(len(tasks), log) if shares_memory(runner) else None
     collected = 0

@@ -221,10 +221,10 @@ def shards_of(tasks: Sequence[TaskSpec], size: int) -> list[list[TaskSpec]]:
     return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
-def ingest(home: Path, round_id: str, root: Location | None = None) -> int:
-    """Ingest the round's shards (below ``root``, by default the state folder's
-    ``rounds``) in one transaction; returns its trajectory count."""
-    folder = parent_of(shard_path(root or home / "rounds", round_id, "any"))
+def ingest(home: Path, round_id: str, root: Location) -> int:
+    """Ingest the round's shards (below ``root``: ``shards_root``) in one transaction;
+    returns its trajectory count."""
+    folder = parent_of(shard_path(root, round_id, "any"))
     with Catalog.open(catalog_path(home)) as catalog:
         catalog.ingest_shards(list_shards(folder))
         return catalog.count_trajectories(round_id)

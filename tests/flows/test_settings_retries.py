@@ -11,19 +11,12 @@ import pytest
 from agents.llm import OpenAIJsonLLM
 from agents.policies.openai_policy import OpenAIPolicy
 from contract import FlywheelError
-from contract.retry import BACKEND_RETRY, LABEL_STUDIO_RETRY, LLM_RETRY
+from contract.retry import LLM_RETRY
 from flows.gates import build_gate
 from flows.policies import build_policy
 from flows.round_config import resolve_config
 from flows.settings import agent_llm, load_settings
 from human_gate.label_studio import LabelStudioGate
-
-
-def test_the_defaults_are_the_dependencies_own(config: Path) -> None:
-    retries = load_settings().retries
-    assert retries.llm.model_dump() == LLM_RETRY.model_dump()
-    assert retries.label_studio.model_dump() == LABEL_STUDIO_RETRY.model_dump()
-    assert retries.backend.model_dump() == BACKEND_RETRY.model_dump()
 
 
 def test_a_policy_set_in_the_file_reaches_where_it_is_applied(config: Path) -> None:
