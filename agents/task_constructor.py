@@ -67,10 +67,10 @@ MIN_YIELD = 0.1
 WORLDS_PER_ROUND = 48
 
 
-class TaskStore(Protocol):
-    """Where constructed tasks and rejected proposals go (the catalog)."""
+class TaskSink(Protocol):
+    """Where constructed tasks and rejected proposals go (the catalog's ``TaskStore``)."""
 
-    def add_tasks(self, round_id: str, tasks: Sequence[TaskSpec]) -> int: ...
+    def add(self, round_id: str | None, tasks: Sequence[TaskSpec]) -> int: ...
 
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int: ...
 
@@ -586,11 +586,11 @@ def replan(state: ConstructorState) -> ConstructorState:
     return {**update, "plan": plan, "exhausted": frozenset(exhausted)}
 
 
-def make_record(store: TaskStore | None) -> ConstructorNode:
+def make_record(store: TaskSink | None) -> ConstructorNode:
     def record(state: ConstructorState) -> ConstructorState:
         """Store the accepted tasks and the rejections (idempotent by id)."""
         if store is not None:
-            store.add_tasks(state["round_id"], state.get("accepted", []))
+            store.add(state["round_id"], state.get("accepted", []))
             store.add_rejections(state.get("rejected", []))
         return {}
 
@@ -600,7 +600,7 @@ def make_record(store: TaskStore | None) -> ConstructorNode:
 def build_task_constructor_graph(
     sandbox: MobileSandbox,
     *,
-    store: TaskStore | None = None,
+    store: TaskSink | None = None,
     llm: JsonLLM | None = None,
     max_passes: int = 12,
     near_duplicate_threshold: float = GOAL_NEAR_DUPLICATE,
@@ -634,7 +634,7 @@ def construct_tasks(
     seed: int,
     sandbox: MobileSandbox,
     *,
-    store: TaskStore | None = None,
+    store: TaskSink | None = None,
     llm: JsonLLM | None = None,
     known_fingerprints: frozenset[str] = frozenset(),
     dev_fingerprints: frozenset[str] = frozenset(),

@@ -129,14 +129,14 @@ def run_stages(home: Path, out: Path) -> list[Stage]:
         def gate() -> list[str]:
             reviews = [review_of_curation(ROUND, r) for r in records if r.kept]
             with Catalog.open(catalog_path(home)) as catalog:
-                catalog.add_reviews(reviews)
+                catalog.reviews.add(reviews)
             return [r.trajectory_id for r in reviews]
 
         kept = timed("gate (automatic)", "reviews", len, gate)
 
         def balance() -> object:
             with Catalog.open(catalog_path(home), read_only=True) as catalog:
-                reviews = catalog.reviews_of_round(ROUND)
+                reviews = catalog.reviews.of_round(ROUND)
             return propose_dataset(home, ROUND, kept, reviews, default_target())
 
         proposal = timed("balance", "candidates", lambda _: len(kept), balance)

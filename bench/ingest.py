@@ -48,10 +48,10 @@ def _timed_ingest(
     them first, as the task-constructor stage of a round does (untimed)."""
     catalog = Catalog.open(path)
     if tasks is not None:
-        catalog.add_tasks(ROUND, tasks)
+        catalog.tasks.add(ROUND, tasks)
     gc.collect()  # the garbage of setting up is not the ingest's
     start, cpu = time.perf_counter(), time.process_time()
-    report = catalog.ingest_shards(shards)
+    report = catalog.trajectories.ingest(shards)
     return report, (time.perf_counter() - start, time.process_time() - cpu)
 
 
@@ -88,7 +88,7 @@ def run_ingest_benchmark(trajectories: int = 3000, seed: int = 0, repeat: int = 
         cold = [_timed_ingest(folder / f"c{i}" / "c.duckdb", shards, None) for i in range(repeat)]
         catalog = Catalog.open(folder / "r0" / "c.duckdb")
         start = time.perf_counter()
-        again = catalog.ingest_shards(shards)
+        again = catalog.trajectories.ingest(shards)
         again_s = time.perf_counter() - start
 
     report = in_round[0][0]

@@ -74,7 +74,7 @@ def run_round_benchmark(tasks: int = 2000, seed: int = 0, repeat: int = 3) -> st
                 timing, summary = _measured(partial(_round, tasks, seed), server)
             rounds.append(timing)
             with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-                round_tasks = catalog.tasks_of_round(summary.round_id)
+                round_tasks = catalog.tasks.of_round(summary.round_id)
         policy = build_policy(config.policy, settings, config.fault_rate, config.recovery_rate)
         timing, (plain_counts, construction) = _measured(
             partial(plain_pipeline, config, settings, policy), None

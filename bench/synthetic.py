@@ -37,7 +37,7 @@ pool's rows (``storage.rows``) renamed, ids are hashed from canonical JSON assem
 the renamed pieces: building 200,000 ``Trajectory`` objects would take minutes. A task
 used as itself must hash to its real ids, which checks the assembly on every run.
 ``objects=True`` builds the objects instead and writes them with
-``write_trajectory_shard`` after ``add_tasks``; the tests check both give the same
+``write_trajectory_shard`` after ``TaskStore.add``; the tests check both give the same
 catalog (the fast path lets ingest add the tasks from the shards: the same rows). About
 90 s and 1.1 GB peak memory for 200,000 on 2 cores. Everything follows from ``seed``.
 """
@@ -577,13 +577,13 @@ def synthetic_round(
     try:
         written = _write_shards(pool, trajectories, seed, round_id, folder, objects)
         catalog = Catalog.open(catalog_path)
-        catalog.begin_round(round_id, {"max_steps": MAX_STEPS})
+        catalog.rounds.begin(round_id, {"max_steps": MAX_STEPS})
         if objects:
-            catalog.add_tasks(round_id, written.specs)
+            catalog.tasks.add(round_id, written.specs)
         start = time.perf_counter()
-        report = catalog.ingest_shards(written.paths)
+        report = catalog.trajectories.ingest(written.paths)
         ingest_s = time.perf_counter() - start
-        catalog.set_stage(round_id, "collect")
+        catalog.rounds.set_stage(round_id, "collect")
     finally:
         if freeze:
             gc.unfreeze()

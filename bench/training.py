@@ -304,7 +304,7 @@ def freeze_successes(
         path = shards / f"shard-{start // SHARD_SIZE:05d}.parquet"
         write_trajectory_shard(runs[start : start + SHARD_SIZE], path, shard=path.stem)
         paths.append(path)
-    catalog.ingest_shards(paths)
+    catalog.trajectories.ingest(paths)
     members = sorted(
         (
             DatasetMember(trajectory_id=t.id, task_id=t.task.id, weight=1.0)
@@ -323,7 +323,7 @@ def freeze_successes(
         policies=("scripted@1",),
         human_reviewed=0,
     )
-    catalog.decide_dataset(
+    catalog.datasets.decide(
         version,
         DatasetApproval(
             dataset_id=version.id,

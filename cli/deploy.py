@@ -107,7 +107,7 @@ def deploy_list(as_json: JsonFlag = False) -> None:
     from storage import Catalog
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
-        records = catalog.deployments()
+        records = catalog.models.deployments()
     if as_json:
         emit_json([r.model_dump(mode="json") for r in records])
         return
@@ -133,7 +133,7 @@ def deploy_show(deployment_id: str, as_json: JsonFlag = False) -> None:
     from storage import Catalog
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
-        record = catalog.deployment(deployment_id)
+        record = catalog.models.deployment(deployment_id)
     if as_json:
         emit_json(record.model_dump(mode="json"))
         return
@@ -250,7 +250,7 @@ def _check_model(settings: FlywheelSettings, model: str) -> None:
     from storage import Catalog
 
     with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-        resolve_model(catalog, model)
+        resolve_model(catalog.models, model)
 
 
 def _print_record(record: dict[str, Any], api: str, as_json: bool) -> None:

@@ -49,7 +49,7 @@ def feedback_ingest(
     except InvalidInputError as exc:
         raise FlywheelError(f"{path}: {exc}") from exc
     with Catalog.open(settings.catalog_path) as catalog:
-        new = catalog.add_feedback(report)
+        new = catalog.feedback.add(report)
     if as_json:
         emit_json(
             {
@@ -77,7 +77,7 @@ def feedback_list(as_json: JsonFlag = False) -> None:
     from storage import Catalog
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
-        items = [s.to_json() for s in reversed(catalog.list_feedback())]
+        items = [s.to_json() for s in reversed(catalog.feedback.summaries())]
     if as_json:
         emit_json(items)
         return
@@ -109,7 +109,7 @@ def feedback_show(
     from storage import Catalog
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
-        report = catalog.get_feedback(report_id)
+        report = catalog.feedback.get(report_id)
     if as_json:
         emit_json(report.model_dump(mode="json"))
         return

@@ -14,7 +14,7 @@ from cli.output import emit_json, table
 from contract import ROUND_ID
 
 if TYPE_CHECKING:
-    from storage import Catalog, RoundInfo
+    from storage import RoundInfo, RoundStore
 
 gate_app = typer.Typer(
     rich_markup_mode="markdown", help="The human gate of a round.", no_args_is_help=True
@@ -50,9 +50,9 @@ def gate_sync(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
 
     settings = load_settings()
     with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-        info = _round(catalog, round_id)
+        info = _round(catalog.rounds, round_id)
         items = gate_items(
-            catalog.trajectories_of_round(info.id), catalog.curations_of_round(info.id)
+            catalog.trajectories.of_round(info.id), catalog.reviews.curations_of_round(info.id)
         )
     # The Label Studio token may live in a Prefect Secret block: then Prefect is asked.
     api = (
@@ -64,7 +64,7 @@ def gate_sync(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
         gate = build_gate(str(info.config.get("gate", "auto")), settings)
         result = gate.collect(info.id, items)
     with Catalog.open(settings.catalog_path) as catalog:
-        catalog.add_reviews(result.reviews)
+        catalog.reviews.add(result.reviews)
     _show(_status(info.id), as_json)
 
 
@@ -75,9 +75,9 @@ def _status(round_id: str | None) -> dict[str, Any]:
     from storage import Catalog
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
-        info = _round(catalog, round_id)
-        kept = {c.trajectory_id for c in catalog.curations_of_round(info.id) if c.kept}
-        decisions = final_decisions(catalog.reviews_of_round(info.id))
+        info = _round(catalog.rounds, round_id)
+        kept = {c.trajectory_id for c in catalog.reviews.curations_of_round(info.id) if c.kept}
+        decisions = final_decisions(catalog.reviews.of_round(info.id))
     counts = Counter(decisions[t].decision for t in kept if t in decisions)
     pending = len(kept - decisions.keys())
     done = info.status == "done"
@@ -93,10 +93,10 @@ def _status(round_id: str | None) -> dict[str, Any]:
     }
 
 
-def _round(catalog: Catalog, round_id: str | None) -> RoundInfo:
+def _round(store: RoundStore, round_id: str | None) -> RoundInfo:
     from contract import InvalidInputError
 
-    rounds = catalog.list_rounds()
+    rounds = store.every()
     if round_id is None:
         return newest_gated(rounds)
     for info in rounds:

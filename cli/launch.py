@@ -128,7 +128,7 @@ def plan_run(home: Path, request: TrainRequest, processes: int = 1) -> Plan:
     RL needs ``rl.tasks_per_update`` distinct tasks per process and update: with fewer,
     TRL's sampler makes no batch and trains no step, which is refused here."""
     with Catalog.open(catalog_path(home)) as catalog:
-        dataset_id = resolve_dataset(catalog, request.dataset_id)
+        dataset_id = resolve_dataset(catalog.datasets, request.dataset_id)
         request = request.model_copy(update={"dataset_id": dataset_id})
         data = steps.prepare(catalog, home, request)
     if request.uses_rl:

@@ -14,6 +14,8 @@ from contract import DATASET_ID
 
 if TYPE_CHECKING:
     from flows.round_stages import RoundSummary
+    from storage.dataset_diff import DatasetDiff
+    from storage.datasets import DatasetDescription
 
 rounds_app = typer.Typer(
     rich_markup_mode="markdown",
@@ -81,7 +83,7 @@ def run_round_command(
     typer.echo(_round_text(summary, page))
     if summary.dataset_version:
         with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-            dataset = catalog.dataset_summary(summary.dataset_version)
+            dataset = catalog.datasets.describe(summary.dataset_version)
         typer.echo("\n" + dataset_text(dataset))
         typer.echo(f"\nAgain any time: flywheel datasets show {summary.dataset_version}")
 
@@ -130,7 +132,7 @@ def rounds_list(as_json: JsonFlag = False) -> None:
     from storage import Catalog
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
-        rounds = catalog.list_rounds()
+        rounds = catalog.rounds.every()
     items = [
         {
             "id": r.id,
@@ -159,8 +161,8 @@ def datasets_list(as_json: JsonFlag = False) -> None:
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
         items = [
-            catalog.dataset_summary(d.id)
-            for d in sorted(catalog.list_datasets(), key=lambda d: d.created_at, reverse=True)
+            catalog.datasets.describe(d.id)
+            for d in sorted(catalog.datasets.summaries(), key=lambda d: d.created_at, reverse=True)
         ]
     if as_json:
         emit_json(items)
@@ -183,7 +185,7 @@ def datasets_show(
     from storage import Catalog
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
-        summary = catalog.dataset_summary(dataset_id)
+        summary = catalog.datasets.describe(dataset_id)
     if as_json:
         emit_json(summary)
         return
@@ -207,14 +209,14 @@ def datasets_diff(
     from storage import Catalog
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
-        changes = catalog.diff_datasets(a, b)
+        changes = catalog.datasets.diff(a, b)
     if as_json:
         emit_json(changes)
         return
     typer.echo(diff_text(changes))
 
 
-def diff_text(changes: dict[str, Any]) -> str:
+def diff_text(changes: DatasetDiff) -> str:
     members = changes["members"]
     size = changes["size"]
     lines = [
@@ -251,7 +253,7 @@ def _reasons(what: str, changes: list[dict[str, Any]]) -> list[str]:
     return [f"  {what}: {n} {reason}" for reason, n in counts.most_common()]
 
 
-def dataset_text(summary: dict[str, Any]) -> str:
+def dataset_text(summary: DatasetDescription) -> str:
     lines = [
         f"Dataset {summary['id']} (round {summary['round_id']}, parent "
         f"{summary['parent'] or 'none'})",

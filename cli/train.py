@@ -10,7 +10,7 @@ import typer
 
 from cli.output import emit_json, table
 from cli.prefect import flow_runs, live_prefect_api, run_url
-from storage import Catalog
+from storage import Catalog, DatasetStore
 from training.settings import parse_assignments
 from training.settings import resolve_dataset as resolve_latest
 
@@ -21,9 +21,9 @@ models_app = typer.Typer(
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
-def resolve_dataset(catalog: Catalog, dataset: str) -> str:
+def resolve_dataset(datasets: DatasetStore, dataset: str) -> str:
     """``dataset``, with ``latest`` read as the catalog's newest frozen version."""
-    return resolve_latest(dataset, catalog.latest_dataset_id, "--dataset")
+    return resolve_latest(dataset, datasets.latest_id, "--dataset")
 
 
 def run_train_command(
@@ -40,8 +40,8 @@ def run_train_command(
 
     settings = load_settings()
     with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-        dataset_id = resolve_dataset(catalog, dataset)
-        catalog.get_dataset(dataset_id)  # an unknown id fails here, before any flow run
+        dataset_id = resolve_dataset(catalog.datasets, dataset)
+        catalog.datasets.get(dataset_id)  # an unknown id fails here, before any flow run
     values = {"dataset_id": dataset_id, **parse_assignments(assignments)}
     if method is not None:
         values["method"] = method
@@ -132,7 +132,7 @@ def models_list(as_json: JsonFlag = False) -> None:
     from storage import Catalog
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
-        models = catalog.list_models()
+        models = catalog.models.every()
     items = [m.model_dump(mode="json") for m in models]
     if as_json:
         emit_json(items)
@@ -157,7 +157,7 @@ def models_show(model_id: str, as_json: JsonFlag = False) -> None:
     from storage import Catalog
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
-        record = catalog.get_model(model_id)
+        record = catalog.models.get(model_id)
     data = record.model_dump(mode="json")
     if as_json:
         emit_json(data)

@@ -40,13 +40,13 @@ def verify_command(
         raise InvalidInputError("--round", "give exactly one of --round and --dataset")
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
         if round_id is not None:
-            if catalog.get_round(round_id) is None:
+            if catalog.rounds.get(round_id) is None:
                 raise InvalidInputError("--round", f"no round {round_id!r} in the catalog")
-            trajectories = catalog.trajectories_of_round(round_id)
+            trajectories = catalog.trajectories.of_round(round_id)
         else:
             assert dataset_id is not None
-            members = catalog.get_dataset(dataset_id).members
-            trajectories = catalog.trajectories_by_ids([m.trajectory_id for m in members])
+            members = catalog.datasets.get(dataset_id).members
+            trajectories = catalog.trajectories.by_ids([m.trajectory_id for m in members])
     sandbox = MobileSandbox()
     results = [reverify(t, sandbox) for t in trajectories]
     scope = {"round": round_id} if round_id is not None else {"dataset": dataset_id}

@@ -108,7 +108,7 @@ class Candidate:
     primary capability and domain, difficulty and source.
 
     Built from a trajectory (:meth:`of`) or from the catalog's columns
-    (``Catalog.balance_candidates``), so a dataset of any size is balanced without
+    (``TrajectoryStore.balance_rows``), so a dataset of any size is balanced without
     loading its trajectories.
     """
 
@@ -146,7 +146,7 @@ class Candidate:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Candidate:
-        """From a row of ``Catalog.balance_rows``."""
+        """From a row of ``TrajectoryStore.balance_rows``."""
         split, outcome = _SPLITS[row["split"]], _OUTCOMES[row["outcome"]]
         return cls(**{**row, "split": split, "outcome": outcome})
 

@@ -28,7 +28,7 @@ def fingerprint_partitions(
     ``size`` when its last fingerprint does), ids sorted within each.
 
     Fingerprints are taken in the order they first appear: given the pairs in storage
-    order (``Catalog.trajectory_fingerprints``), a partition reads neighbouring rows,
+    order (``TrajectoryStore.fingerprints``), a partition reads neighbouring rows,
     not rows scattered over the whole round.
     """
     if size < 1:

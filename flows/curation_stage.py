@@ -58,7 +58,7 @@ def curate_round(
     LLM judge every partition is curated here (its client stays in this process)."""
     path = catalog_path(home)
     with Catalog.open(path, read_only=True) as catalog:
-        pairs = catalog.trajectory_fingerprints(round_id)
+        pairs = catalog.trajectories.fingerprints(round_id)
     partitions = fingerprint_partitions(pairs, settings.partition_size)
     config = curator_config(settings)
     workers = worker_count(settings.workers, len(partitions), judged=llm is not None)
@@ -85,7 +85,7 @@ def curate_round(
                 records += chunk
     records.sort(key=lambda r: r.trajectory_id)
     with Catalog.open(path) as catalog:
-        catalog.add_curations(records)
+        catalog.reviews.add_curations(records)
     return records
 
 
@@ -103,11 +103,11 @@ def curate_partition(
     the catalog wrote them), and only what the judge is shown of each is kept."""
     with gc_paused():
         with Catalog.open(path, read_only=True) as catalog:
-            facts = facts_from_columns(catalog.curation_columns(trajectory_ids))
+            facts = facts_from_columns(catalog.trajectories.curation_columns(trajectory_ids))
             prompts: dict[str, str] = {}
             for start in range(0, len(trajectory_ids) if llm is not None else 0, PROMPT_BATCH):
                 batch = trajectory_ids[start : start + PROMPT_BATCH]
-                loaded = catalog.trajectories_by_ids(batch, verify_ids=False)
+                loaded = catalog.trajectories.by_ids(batch, verify_ids=False)
                 prompts.update((t.id, render_for_judge(t)) for t in loaded)
         return curate_facts(facts, round_id, config, llm, prompts)
 

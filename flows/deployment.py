@@ -53,7 +53,7 @@ from flows.endpoint import Served, serve_model
 from flows.servers.model import ModelServer
 from flows.settings import ApprovalMode, FlywheelSettings, catalog_path, load_settings
 from serving.client import ServingError
-from storage import Catalog
+from storage import Catalog, ModelRegistry
 from training.comparison import Harness, capability_rows, report_for
 from training.evaluate import development_tasks
 from training.promotion import PromotionDecision, PromotionRule, decide_promotion
@@ -170,10 +170,12 @@ def run_deployment(
 def resolve_task(home: Path, model: str) -> tuple[ModelRecord, ModelRecord | None, list[TaskSpec]]:
     """The candidate (now the ``candidate`` alias), the champion, the development set."""
     with Catalog.open(catalog_path(home)) as catalog:
-        candidate = resolve_model(catalog, model)
-        champion = catalog.alias(ModelAlias.CHAMPION)
+        candidate = resolve_model(catalog.models, model)
+        champion = catalog.models.alias(ModelAlias.CHAMPION)
         if champion is None or champion.id != candidate.id:
-            catalog.set_alias(ModelAlias.CANDIDATE, candidate.id, reason="proposed for deployment")
+            catalog.models.set_alias(
+                ModelAlias.CANDIDATE, candidate.id, reason="proposed for deployment"
+            )
         tasks = development_tasks(catalog)
     return candidate, champion, tasks
 
@@ -201,7 +203,7 @@ def evaluate_task(
             reused.append(record.id)
         else:
             with Catalog.open(catalog_path(home)) as catalog:
-                catalog.add_feedback(report)
+                catalog.feedback.add(report)
         log.info(
             "%s: Overall %s (%s)",
             record.id,
@@ -251,7 +253,7 @@ def record_task(
     the endpoint changed, the endpoint goes back to ``fallback`` (or stops, with none)."""
     try:
         with Catalog.open(catalog_path(home)) as catalog:
-            catalog.record_deployment(record)
+            catalog.models.record_deployment(record)
     except BaseException:
         if served is not None and served.swapped:
             if fallback is not None:
@@ -280,8 +282,8 @@ def run_rollback(settings: FlywheelSettings, reason: str, *, serve: bool) -> Dep
     """The body of ``rollback``; InvalidInputError naming ``previous`` without one."""
     home = settings.home
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        champion = catalog.alias(ModelAlias.CHAMPION)
-        previous = catalog.alias(ModelAlias.PREVIOUS)
+        champion = catalog.models.alias(ModelAlias.CHAMPION)
+        previous = catalog.models.alias(ModelAlias.PREVIOUS)
     if previous is None or champion is None:
         raise InvalidInputError(
             "previous", "nothing to roll back to: no previous champion is recorded"
@@ -324,14 +326,14 @@ def _must_serve(settings: FlywheelSettings, serve: bool) -> bool:
     return ModelServer(settings.home, settings.serving.port, settings.serving).served() is not None
 
 
-def resolve_model(catalog: Catalog, reference: str) -> ModelRecord:
+def resolve_model(registry: ModelRegistry, reference: str) -> ModelRecord:
     """The registered model ``reference`` names: an id, a name, ``latest`` or
     ``candidate``; InvalidInputError naming ``model`` otherwise."""
-    models = catalog.list_models()
+    models = registry.every()
     if reference == "latest":
-        found = catalog.latest_model()
+        found = registry.latest()
     elif reference == ModelAlias.CANDIDATE.value:
-        found = catalog.alias(ModelAlias.CANDIDATE)
+        found = registry.alias(ModelAlias.CANDIDATE)
     else:
         found = next((m for m in models if reference in (m.id, m.name)), None)
     if found is None:
@@ -349,7 +351,7 @@ def _registered_report(home: Path, record: ModelRecord) -> FeedbackReport | None
     if record.feedback_id is None:
         return None
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        return catalog.get_feedback(record.feedback_id)
+        return catalog.feedback.get(record.feedback_id)
 
 
 def _approve(

@@ -47,7 +47,7 @@ from flows.round import flywheel_round
 from flows.round_config import teacher_share_for
 from flows.servers.model import ModelServer
 from flows.settings import FlywheelSettings, catalog_path, load_settings
-from storage import Catalog
+from storage import Catalog, FeedbackStore, ModelRegistry
 from training.plots import Series, line_chart, markdown_figure
 from training.settings import TINY, RlSettings, SftSettings
 
@@ -210,7 +210,7 @@ def _champion(home: Path) -> ModelRecord | None:
     if not catalog_path(home).exists():  # before the first round
         return None
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        return catalog.alias(ModelAlias.CHAMPION)
+        return catalog.models.alias(ModelAlias.CHAMPION)
 
 
 def _collected_by(home: Path, round_id: str) -> str:
@@ -218,7 +218,7 @@ def _collected_by(home: Path, round_id: str) -> str:
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         policies = {
             t.metadata.policy.model or t.metadata.policy.name
-            for t in catalog.trajectories_of_round(round_id)
+            for t in catalog.trajectories.of_round(round_id)
         }
     return ", ".join(sorted(policies)) or "nothing"
 
@@ -226,10 +226,10 @@ def _collected_by(home: Path, round_id: str) -> str:
 def _score(home: Path, turn: Turn) -> None:
     """The champion after the turn, and its development-set report."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        champion = catalog.alias(ModelAlias.CHAMPION)
+        champion = catalog.models.alias(ModelAlias.CHAMPION)
         report: FeedbackReport | None = None
         if champion is not None:
-            report = _champion_report(catalog, champion)
+            report = _champion_report(catalog.models, catalog.feedback, champion)
     if champion is None or report is None:
         return
     turn.champion_id = champion.id
@@ -245,13 +245,15 @@ def _score(home: Path, turn: Turn) -> None:
         turn.unseen_scores = {c.value: v for c, v in unseen.capability_scores.items()}
 
 
-def _champion_report(catalog: Catalog, champion: ModelRecord) -> FeedbackReport | None:
+def _champion_report(
+    registry: ModelRegistry, reports: FeedbackStore, champion: ModelRecord
+) -> FeedbackReport | None:
     """The report the last deployment that served ``champion`` compared it by."""
-    for record in catalog.deployments():
+    for record in registry.deployments():
         if record.served_id == champion.id and record.decision is DeploymentDecision.PROMOTED:
             report_id = record.candidate_report_id
-            return catalog.get_feedback(report_id) if report_id else None
-    return catalog.get_feedback(champion.feedback_id) if champion.feedback_id else None
+            return reports.get(report_id) if report_id else None
+    return reports.get(champion.feedback_id) if champion.feedback_id else None
 
 
 def publish_progress(turns: list[Turn]) -> None:

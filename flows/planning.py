@@ -28,8 +28,8 @@ def plan_from_catalog(
     """From the catalog's latest feedback report, under the rules ``config`` (the
     defaults when None); the even mix while there is none."""
     with Catalog.open(path, read_only=True) as catalog:
-        report = catalog.latest_feedback()
+        report = catalog.feedback.latest()
         if report is None:
             return default_plan(tasks)
-        named = catalog.tasks_with_fingerprints(s.fingerprint for s in report.tasks)
+        named = catalog.tasks.with_fingerprints(s.fingerprint for s in report.tasks)
     return plan_from_feedback(report, named, tasks, config)

@@ -267,7 +267,7 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
     log = get_run_logger()
     run_id = str(flow_run.get_id() or "") or None
     with Catalog.open(settings.catalog_path) as catalog:
-        info = catalog.begin_round(round_id, config.model_dump(mode="json"))
+        info = catalog.rounds.begin(round_id, config.model_dump(mode="json"))
         if RoundConfig.model_validate(info.config) != config:
             raise InvalidInputError(
                 "round_id",
@@ -275,7 +275,7 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
                 "same arguments or choose a new round id",
             )
         if run_id:
-            catalog.set_flow_run(round_id, run_id)
+            catalog.rounds.set_flow_run(round_id, run_id)
     run = RoundRun(settings, config, round_id, run_id)
     plan_task(config)
     stages.walk_stages(
@@ -285,7 +285,7 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
         log=log.info,
     )
     with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-        carried_in = catalog.settled_ids(round_id)
+        carried_in = catalog.reviews.settled_ids(round_id)
     recollected = len(stages.recollection(settings.home, config.plan))
     summary = stages.summarize(settings.home, round_id, run_id, carried_in, recollected=recollected)
     publish_summary(summary)
@@ -307,7 +307,7 @@ def _collect_and_ingest(run: RoundRun) -> None:
     if recollected:
         log.info("%d stored tasks collected again (replays, preservation set)", len(recollected))
     with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-        tasks = catalog.tasks_of_round(round_id)
+        tasks = catalog.tasks.of_round(round_id)
     collected = _collect(settings, round_id, run.config, [*tasks, *recollected])
     stored_count = ingest_task(settings.home, round_id, settings)
     if stored_count != collected:
@@ -337,7 +337,7 @@ def _propose_and_decide(run: RoundRun) -> None:
     settings, round_id, config = run.settings, run.round_id, run.config
     home = settings.home
     with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-        carried_in = catalog.settled_ids(round_id)
+        carried_in = catalog.reviews.settled_ids(round_id)
     proposal = propose_task(home, round_id, carried_in, settings, config.target, config.plan)
     if proposal is None:
         log.info("nothing approved: no dataset version to propose")
@@ -442,7 +442,7 @@ def publish_devices(settings: FlywheelSettings, round_id: str) -> None:
     from prefect.artifacts import create_table_artifact
 
     with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-        episodes = catalog.episode_facts(round_id)
+        episodes = catalog.trajectories.episode_facts(round_id)
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     for episode in episodes:
         if episode.backend == "device":
@@ -475,7 +475,7 @@ _SHARD_PREFIX = {
 
 def _mark(settings: FlywheelSettings, round_id: str, stage: str) -> None:
     with Catalog.open(settings.catalog_path) as catalog:
-        catalog.set_stage(round_id, stage)
+        catalog.rounds.set_stage(round_id, stage)
 
 
 def publish_summary(summary: RoundSummary) -> None:

@@ -109,21 +109,21 @@ def construct(
     """Fill the plan with validated tasks and store them; returns how many tasks the
     round has (the next stage reads them from the catalog)."""
     with Catalog.open(catalog_path(home)) as catalog:
-        earlier = catalog.tasks_except_round(round_id)
+        earlier = catalog.tasks.except_round(round_id)
         construct_tasks(
             round_id,
             plan,
             seed,
             MobileSandbox(),
-            store=catalog,
+            store=catalog.tasks,
             llm=llm,
             known_fingerprints=frozenset(t.fingerprint for t in earlier),
-            dev_fingerprints=frozenset(catalog.fingerprints(Split.DEV)),
+            dev_fingerprints=frozenset(catalog.tasks.fingerprints(Split.DEV)),
             known_goals=[what_it_asks(t) for t in earlier],
-            stored_tasks=catalog.tasks_with_fingerprints(plan.recollect_fingerprints),
+            stored_tasks=catalog.tasks.with_fingerprints(plan.recollect_fingerprints),
             max_passes=max_passes,
         )
-        return len(catalog.task_capabilities(round_id))
+        return len(catalog.tasks.capabilities_of_round(round_id))
 
 
 def recollection(home: Path, plan: GenerationPlan) -> list[TaskSpec]:
@@ -132,8 +132,8 @@ def recollection(home: Path, plan: GenerationPlan) -> list[TaskSpec]:
     if not plan.recollect_fingerprints:
         return []
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        stored = catalog.tasks_with_fingerprints(plan.recollect_fingerprints)
-        dev = frozenset(catalog.fingerprints(Split.DEV))
+        stored = catalog.tasks.with_fingerprints(plan.recollect_fingerprints)
+        dev = frozenset(catalog.tasks.fingerprints(Split.DEV))
     return [r.task for r in resolve_recollection(plan, stored, dev)]
 
 
@@ -226,8 +226,8 @@ def ingest(home: Path, round_id: str, root: Location) -> int:
     returns its trajectory count."""
     folder = parent_of(shard_path(root, round_id, "any"))
     with Catalog.open(catalog_path(home)) as catalog:
-        catalog.ingest_shards(list_shards(folder))
-        return catalog.count_trajectories(round_id)
+        catalog.trajectories.ingest(list_shards(folder))
+        return catalog.trajectories.count(round_id)
 
 
 @dataclass(frozen=True)
@@ -260,11 +260,11 @@ def gate(
     stage never holds more than a batch and the undecided items (the gate's submissions
     are idempotent)."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        kept = [c for c in catalog.curations_of_round(round_id) if c.kept]
+        kept = [c for c in catalog.reviews.curations_of_round(round_id) if c.kept]
 
     def store(reviews: Sequence[Review]) -> None:
         with Catalog.open(catalog_path(home)) as catalog:
-            catalog.add_reviews(reviews)
+            catalog.reviews.add(reviews)
 
     store([review_of_curation(round_id, c) for c in kept if c.routing is not Routing.NEEDS_HUMAN])
     for_people = [c for c in kept if c.routing is Routing.NEEDS_HUMAN]
@@ -272,7 +272,7 @@ def gate(
     def sync(curations: Sequence[CurationRecord], wait: float) -> tuple[str, ...]:
         with Catalog.open(catalog_path(home), read_only=True) as catalog:
             ids = [c.trajectory_id for c in curations]
-            trajectories = catalog.trajectories_by_ids(ids, verify_ids=False)  # written here
+            trajectories = catalog.trajectories.by_ids(ids, verify_ids=False)  # written here
         items = gate_items(trajectories, curations)
         return sync_until(
             human_gate,
@@ -293,7 +293,7 @@ def gate(
         pending = list(sync([c for c in for_people if c.trajectory_id in waiting], wait_s))
     carried_in = take_up_carried(home, round_id, human_gate, store, log)
     with Catalog.open(catalog_path(home)) as catalog:
-        catalog.carry_over(round_id, human_gate.name, pending)
+        catalog.reviews.carry_over(round_id, human_gate.name, pending)
     if pending:
         log(f"{len(pending)} item(s) undecided: carried over to the next round")
     return GateOutcome(tuple(carried_in))
@@ -312,7 +312,7 @@ def take_up_carried(
     ``round_id``. Returns the settled items' ids (a rerun of the round returns those it
     settled before, too)."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        carried = catalog.carried_into(round_id, human_gate.name)
+        carried = catalog.reviews.carried_into(round_id, human_gate.name)
     if not carried.trajectories:
         return []
     by_round: dict[str, list[GateItem]] = {}
@@ -330,8 +330,8 @@ def take_up_carried(
         waiting = set(result.pending)
         decided += [i.trajectory_id for i in items if i.trajectory_id not in waiting]
     with Catalog.open(catalog_path(home)) as catalog:
-        settled = catalog.settle_carry_over(round_id, decided)
-        taken = catalog.settled_ids(round_id)
+        settled = catalog.reviews.settle_carry_over(round_id, decided)
+        taken = catalog.reviews.settled_ids(round_id)
     log(f"{settled} item(s) carried over from earlier rounds were decided")
     return taken
 
@@ -365,11 +365,14 @@ def propose_dataset(
     templates get the plan's factor, except the preservation set."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         parent = _parent(catalog, round_id)
-        inherited = [m.trajectory_id for m in catalog.get_dataset(parent).members] if parent else []
+        inherited = (
+            [m.trajectory_id for m in catalog.datasets.get(parent).members] if parent else []
+        )
         pool = [
-            Candidate.from_row(row) for row in catalog.balance_rows([*trajectory_ids, *inherited])
+            Candidate.from_row(row)
+            for row in catalog.trajectories.balance_rows([*trajectory_ids, *inherited])
         ]
-        reviews = [*reviews, *catalog.reviews_of_trajectories(inherited)]
+        reviews = [*reviews, *catalog.reviews.of_trajectories(inherited)]
         stale_parents = [r.trajectory_id for r in stale_successes(_older(catalog, inherited))]
     state = run_balancer(
         round_id,
@@ -401,18 +404,20 @@ def round_pool(home: Path, round_id: str, carried_in: Sequence[str]) -> RoundPoo
     """The round's pool for ``propose_dataset``; only the trajectories verified before the
     collateral check existed are loaded as records (to verify them again)."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        ids = [tid for tid, _ in catalog.trajectory_fingerprints(round_id)]
+        ids = [tid for tid, _ in catalog.trajectories.fingerprints(round_id)]
         ours = set(ids)
         ids += [tid for tid in carried_in if tid not in ours]
-        reviews = catalog.reviews_of_round(round_id)
-        reviews += catalog.reviews_of_trajectories(list(carried_in))
+        reviews = catalog.reviews.of_round(round_id)
+        reviews += catalog.reviews.of_trajectories(list(carried_in))
         older = _older(catalog, ids)
     return RoundPool(sorted(ids), reviews, stale_successes(older))
 
 
 def _older(catalog: Catalog, trajectory_ids: Sequence[str]) -> list[Trajectory]:
     """Those of ``trajectory_ids`` verified before the collateral check existed."""
-    return catalog.trajectories_by_ids(catalog.without_collateral_check(trajectory_ids))
+    return catalog.trajectories.by_ids(
+        catalog.trajectories.without_collateral_check(trajectory_ids)
+    )
 
 
 def _has_collateral_check(task: TaskSpec) -> bool:
@@ -435,19 +440,19 @@ def stale_successes(trajectories: Iterable[Trajectory]) -> list[Reverification]:
 def stored_approval(home: Path, dataset_id: str) -> DatasetApproval | None:
     """A decision made on this exact proposal before (a rerun does not ask again)."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        return catalog.dataset_approval(dataset_id)
+        return catalog.datasets.approval(dataset_id)
 
 
 def decide_dataset(home: Path, version: DatasetVersion, approval: DatasetApproval) -> str | None:
     """Store the decision; freeze the version when approved. Its id, or None."""
     with Catalog.open(catalog_path(home)) as catalog:
-        decided = catalog.decide_dataset(version, approval)
+        decided = catalog.datasets.decide(version, approval)
     return version.id if decided.approved else None
 
 
 def _parent(catalog: Catalog, round_id: str) -> str | None:
     """The newest dataset version of another round: this round's version builds on it."""
-    for summary in reversed(catalog.list_datasets()):
+    for summary in reversed(catalog.datasets.summaries()):
         if summary.round_id != round_id:
             return summary.id
     return None
@@ -506,18 +511,18 @@ def summarize(
 ) -> RoundSummary:
     """Counts per stage and per capability, read from the catalog; marks the round done."""
     with Catalog.open(catalog_path(home)) as catalog:
-        kept = {c.trajectory_id for c in catalog.curations_of_round(round_id) if c.kept}
-        reviews = catalog.reviews_of_round(round_id)
-        reviews += catalog.reviews_of_trajectories(list(carried_in))
+        kept = {c.trajectory_id for c in catalog.reviews.curations_of_round(round_id) if c.kept}
+        reviews = catalog.reviews.of_round(round_id)
+        reviews += catalog.reviews.of_trajectories(list(carried_in))
         decisions = {t: r for t, r in final_decisions(reviews).items() if t in kept}
         approved = {t for t, r in decisions.items() if r.decision in APPROVED}
         carried = final_decisions(r for r in reviews if r.trajectory_id not in kept)
-        episodes = catalog.episode_facts(round_id)
-        tasks = catalog.task_capabilities(round_id)
-        rejected_tasks = len(catalog.rejections_of_round(round_id))
+        episodes = catalog.trajectories.episode_facts(round_id)
+        tasks = catalog.tasks.capabilities_of_round(round_id)
+        rejected_tasks = len(catalog.tasks.rejections_of_round(round_id))
         dataset_id = _dataset_of(catalog, round_id)
         members = (
-            {m.trajectory_id for m in catalog.get_dataset(dataset_id).members}
+            {m.trajectory_id for m in catalog.datasets.get(dataset_id).members}
             if dataset_id
             else set()
         )
@@ -536,7 +541,7 @@ def summarize(
             "carried_in_approved": sum(r.decision in APPROVED for r in carried.values()),
             "in_dataset": len(members),
         }
-        catalog.finish_round(
+        catalog.rounds.finish(
             round_id, dataset_id=dataset_id, counts=counts, flow_run_id=flow_run_id
         )
     return RoundSummary(
@@ -553,9 +558,9 @@ def _approval_of_round(
     catalog: Catalog, round_id: str, dataset_id: str | None
 ) -> dict[str, Any] | None:
     """The decision on the round's proposal: its frozen version's, or a rejection's."""
-    approval = catalog.dataset_approval(dataset_id) if dataset_id else None
+    approval = catalog.datasets.approval(dataset_id) if dataset_id else None
     if approval is None:
-        approval = catalog.round_approval(round_id)
+        approval = catalog.datasets.round_approval(round_id)
     if approval is None:
         return None
     return approval.model_dump(
@@ -564,7 +569,7 @@ def _approval_of_round(
 
 
 def _dataset_of(catalog: Catalog, round_id: str) -> str | None:
-    for summary in catalog.list_datasets():
+    for summary in catalog.datasets.summaries():
         if summary.round_id == round_id:
             return summary.id
     return None

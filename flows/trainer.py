@@ -207,7 +207,7 @@ def trainer(
     """
     if dataset_id == LATEST:
         with Catalog.open(catalog_path(load_settings().home), read_only=True) as catalog:
-            dataset_id = resolve_dataset(dataset_id, catalog.latest_dataset_id)
+            dataset_id = resolve_dataset(dataset_id, catalog.datasets.latest_id)
     request = TrainRequest.of(
         {
             "dataset_id": dataset_id,

@@ -1,7 +1,7 @@
-"""Storage: the DuckDB catalog, Parquet shards and the artifact store."""
+"""Storage: the catalog's stores (in one DuckDB file), Parquet shards and the artifact store."""
 
 from storage.artifacts import ArtifactStore
-from storage.catalog import CarriedItems, Catalog, DatasetSummary, RoundInfo
+from storage.catalog import Catalog
 from storage.errors import CatalogError, UnknownIdError
 from storage.feedback import FeedbackSummary
 from storage.ingest import IngestReport
@@ -14,18 +14,41 @@ from storage.shards import (
     shard_info,
     write_trajectory_shard,
 )
+from storage.stores import (
+    BalanceRow,
+    CarriedItems,
+    DatasetStore,
+    DatasetSummary,
+    FeedbackStore,
+    MemberTask,
+    ModelRegistry,
+    ReviewStore,
+    RoundInfo,
+    RoundStore,
+    TaskStore,
+    TrajectoryStore,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
     "ArtifactStore",
+    "BalanceRow",
     "CarriedItems",
     "Catalog",
     "CatalogError",
+    "DatasetStore",
     "DatasetSummary",
+    "FeedbackStore",
     "FeedbackSummary",
     "IngestReport",
+    "MemberTask",
+    "ModelRegistry",
+    "ReviewStore",
     "RoundInfo",
+    "RoundStore",
     "ShardInfo",
+    "TaskStore",
+    "TrajectoryStore",
     "UnknownIdError",
     "list_shards",
     "read_trajectory_shard",

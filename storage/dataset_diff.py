@@ -6,7 +6,8 @@ the catalog's.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 import duckdb
 
@@ -18,7 +19,42 @@ _PAIR = """
 """
 
 
-def diff(con: duckdb.DuckDBPyConnection, a: str, b: str) -> dict[str, Any]:
+class Delta(TypedDict):
+    a: float
+    b: float
+    delta: float
+
+
+class Membership(TypedDict):
+    """Trajectory ids added and removed (and each one's reason), reweighted, with another
+    review, and how many stayed as they were."""
+
+    added: list[str]
+    removed: list[str]
+    additions: list[dict[str, Any]]
+    removals: list[dict[str, Any]]
+    reweighted: list[dict[str, Any]]
+    review_changed: list[str]
+    unchanged: int
+
+
+class DatasetDiff(TypedDict):
+    """What changed from version ``a`` to ``b``: ``composition`` and ``achieved`` per
+    dimension and value; ``lineage`` says whether ``b`` descends from ``a`` and names the
+    rounds."""
+
+    a: str
+    b: str
+    size: Delta
+    members: Membership
+    composition: dict[str, dict[str, Delta]]
+    achieved: dict[str, dict[str, Delta]]
+    human_reviewed: Delta
+    target_changed: bool
+    lineage: dict[str, Any]
+
+
+def diff(con: duckdb.DuckDBPyConnection, a: str, b: str) -> DatasetDiff:
     """A JSON-ready comparison of version ``a`` (before) with ``b`` (after)."""
     before, after = datasets.summary(con, a), datasets.summary(con, b)
     return {
@@ -45,7 +81,7 @@ def diff(con: duckdb.DuckDBPyConnection, a: str, b: str) -> dict[str, Any]:
     }
 
 
-def _membership(con: duckdb.DuckDBPyConnection, a: str, b: str) -> dict[str, Any]:
+def _membership(con: duckdb.DuckDBPyConnection, a: str, b: str) -> Membership:
     """Trajectories added, removed, reweighted, or with another review, and how many
     stayed as they were."""
     params = {"a": a, "b": b}
@@ -139,9 +175,9 @@ def _ancestors(con: duckdb.DuckDBPyConnection, dataset_id: str) -> list[str]:
     return [str(r) for (r,) in rows]
 
 
-def _delta(a: float, b: float) -> dict[str, float]:
+def _delta(a: float, b: float) -> Delta:
     return {"a": a, "b": b, "delta": b - a}
 
 
-def _value_deltas(a: dict[str, float], b: dict[str, float]) -> dict[str, dict[str, float]]:
+def _value_deltas(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, Delta]:
     return {v: _delta(a.get(v, 0), b.get(v, 0)) for v in sorted(set(a) | set(b))}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC
-from typing import Any
+from typing import Any, TypedDict
 
 import duckdb
 import orjson
@@ -13,6 +13,42 @@ from contract import DatasetApproval, DatasetVersion, InvalidInputError, Split
 from storage.errors import UnknownIdError
 from storage.rows import MEMBER_SCHEMA, dataset_record_json, member_rows
 from storage.sql import RECENT, dicts, now, recent_ids, scalar
+
+
+class ReviewCounts(TypedDict):
+    """Members corrected, decided by a person, with masked steps, with a correction."""
+
+    corrected: int
+    human: int
+    with_masked_steps: int
+    with_correction: int
+
+
+class DatasetDescription(TypedDict):
+    """A JSON-ready description of a stored version.
+
+    ``counts`` has member counts per dimension (capability: a task counts under each of its
+    capabilities; difficulty; outcome, where a recovered success counts as ``recovery``);
+    ``lineage`` has the round, the policies and sorted task and trajectory ids; ``target``
+    and ``achieved`` are the balancer's weight shares per dimension; ``approval`` is who
+    approved the version, when, and how; ``inherited`` and ``removed`` count the parent's
+    members kept and left out."""
+
+    id: str
+    round_id: str
+    parent: str | None
+    content_hash: str
+    size: int
+    counts: dict[str, dict[str, int]]
+    human_reviewed: int
+    inherited: int
+    removed: int
+    lineage: dict[str, Any]
+    target: dict[str, Any]
+    achieved: dict[str, dict[str, float]]
+    review: ReviewCounts
+    approval: dict[str, Any] | None
+    created_at: str
 
 
 def freeze(con: duckdb.DuckDBPyConnection, version: DatasetVersion) -> bool:
@@ -139,8 +175,8 @@ def load(con: duckdb.DuckDBPyConnection, dataset_id: str) -> DatasetVersion:
     return DatasetVersion.model_validate({**record, "members": members})
 
 
-def summary(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, Any]:
-    """A JSON-ready description of a stored version (see ``Catalog.dataset_summary``)."""
+def summary(con: duckdb.DuckDBPyConnection, dataset_id: str) -> DatasetDescription:
+    """A JSON-ready description of a stored version."""
     record = _record(con, dataset_id)
     lineage = _lineage(con, dataset_id)
     ((created_at,),) = con.execute(
@@ -165,7 +201,7 @@ def summary(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, Any]:
     }
 
 
-def _review_counts(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, int]:
+def _review_counts(con: duckdb.DuckDBPyConnection, dataset_id: str) -> ReviewCounts:
     """Members corrected, decided by a person, and carrying masked steps or a correction."""
     ((corrected, human, masked, with_correction),) = con.execute(
         "SELECT count(*) FILTER (decision = 'correct'), count(*) FILTER (human), "

@@ -41,7 +41,7 @@ _NEWEST_FIRST = "ORDER BY created_at DESC, rowid DESC"
 
 @dataclass(frozen=True)
 class FeedbackSummary:
-    """One line of ``Catalog.list_feedback``."""
+    """One line of ``FeedbackStore.summaries``."""
 
     id: str
     format_version: int

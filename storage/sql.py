@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -80,3 +80,8 @@ def recent_ids(con: duckdb.DuckDBPyConnection, table: str, column: str = "id") -
         f"SELECT {column} FROM {table} ORDER BY rowid DESC LIMIT {RECENT}"
     ).fetchall()
     return [str(row[0]) for row in rows]
+
+
+def unique(rows: Iterable[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """One row per key, the last one winning: a batch must not conflict with itself."""
+    return list({row[key]: row for row in rows}.values())

@@ -82,7 +82,7 @@ def dataset_card(
     fmt: str,
 ) -> str:
     """The card of ``version`` exported as ``fmt``, whose rows ``tally`` counted;
-    ``summary`` is ``Catalog.dataset_summary`` of the version."""
+    ``summary`` is ``DatasetStore.describe`` of the version."""
     sft, rl = tally.sft_rows, tally.rl_tasks
     parts = [
         _front_matter(version, sft, fmt),

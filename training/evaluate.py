@@ -146,17 +146,17 @@ def development_tasks(catalog: Catalog) -> list[TaskSpec]:
     """The catalog's development set: one task per development fingerprint (the stored
     development copy, the smallest id first), ordered by fingerprint. InvalidInputError
     when the catalog has none."""
-    fingerprints = catalog.fingerprints(Split.DEV)
+    fingerprints = catalog.tasks.fingerprints(Split.DEV)
     if not fingerprints:
         raise InvalidInputError(
             "catalog",
             f"{catalog.path} has no development tasks (split 'dev'), so there is nothing to "
-            "evaluate on: store a development set first, e.g. Catalog.add_tasks(round_id, "
+            "evaluate on: store a development set first, e.g. catalog.tasks.add(None, "
             "sample_tasks(n, seed, MobileSandbox(), split=Split.DEV)) "
             "(envs.sandbox.templates.catalog); rounds construct only training tasks",
         )
     chosen: dict[str, TaskSpec] = {}
-    for task in catalog.tasks_with_fingerprints(fingerprints):  # ordered by id
+    for task in catalog.tasks.with_fingerprints(fingerprints):  # ordered by id
         held = chosen.get(task.fingerprint)
         if held is None or (task.split is Split.DEV and held.split is not Split.DEV):
             chosen[task.fingerprint] = task
@@ -173,7 +173,7 @@ def ensure_development_set(
     evaluated on the same tasks with the same seeds. Rounds never construct development
     tasks (the constructor refuses their fingerprints), so a training dataset cannot
     hold one."""
-    if not catalog.fingerprints(Split.DEV):
+    if not catalog.tasks.fingerprints(Split.DEV):
         drawn = draw_development_set(
             size,
             seed,
@@ -181,7 +181,7 @@ def ensure_development_set(
             capability_mix=target.capability if target else None,
             difficulty_mix=target.difficulty if target else None,
         )
-        catalog.add_tasks(None, drawn.tasks)
+        catalog.tasks.add(None, drawn.tasks)
     return development_tasks(catalog)
 
 

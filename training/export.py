@@ -17,7 +17,7 @@ templates misread), and tool-call arguments are JSON objects, as chat templates 
 An export streams: members are read, turned into rows and written ``CHUNK`` at a time,
 so its memory is bounded by a chunk, not by the version (hundreds of thousands of
 members); the card counts the rows as they pass (``CardTally``). Rows are built from the
-catalog's columns (``Catalog.export_columns``: actions and feedback as stored JSON, each
+catalog's columns (``TrajectoryStore.export_columns``: actions and feedback as stored JSON, each
 task's spec once), not from rebuilt ``Trajectory`` records; the chat is the one a record
 gives (``ChatStep``: both paths meet in ``conversation``), and each set of candidate tools
 is rendered once.
@@ -214,9 +214,9 @@ def export_dataset(
             "push_to_hub", f"{push_to_hub!r} is not a repository id (owner/name)"
         )
     out_dir = export_target(out_dir, overwrite)
-    version = catalog.get_dataset(dataset_id)
+    version = catalog.datasets.get(dataset_id)
     _refuse_development(catalog, version)
-    summary = catalog.dataset_summary(dataset_id)
+    summary = catalog.datasets.describe(dataset_id)
     if workers <= 0:
         workers = min(os.cpu_count() or 1, 8)
     rows = _Rows(catalog, version, tools, verify=verify, workers=workers)
@@ -431,7 +431,7 @@ _MEMBER = _Member._fields
 
 class _Builder:
     """Turns members into rows, a chunk at a time (``build``), from the catalog's columns
-    (``Catalog.export_columns``): no trajectory record is rebuilt.
+    (``TrajectoryStore.export_columns``): no trajectory record is rebuilt.
 
     What repeats across rows is computed once: the step budget of each round, and the
     rendered tool block of each set of candidate tools (JSON texts: the task's tools,
@@ -451,11 +451,11 @@ class _Builder:
         ``rl_tasks`` rows for the tasks not in ``skip``, each from the first member that
         has it."""
         with gc_paused():
-            columns = self.catalog.export_columns(dataset_id, start, stop)
+            columns = self.catalog.trajectories.export_columns(dataset_id, start, stop)
             members = columns.members
             if self.verify:  # recompute each content id from the stored rows
                 ids = members.column("trajectory_id").to_pylist()
-                self.catalog.trajectories_by_ids(ids, verify_ids=True)
+                self.catalog.trajectories.by_ids(ids, verify_ids=True)
             tasks = {task_id: _Task.of(spec) for task_id, spec in columns.specs.items()}
             steps = _chat_steps(columns.steps)
             sft: list[dict[str, Any]] = []
@@ -555,7 +555,7 @@ class _Builder:
         round_id = member.round_id
         budget = self._budgets.get(round_id)
         if budget is None:
-            info = self.catalog.get_round(round_id) if round_id is not None else None
+            info = self.catalog.rounds.get(round_id) if round_id is not None else None
             found = info.config.get("max_steps") if info is not None else None
             budget = found if isinstance(found, int) else DEFAULT_MAX_STEPS
             self._budgets[round_id] = budget
@@ -710,12 +710,12 @@ def _refuse_development(catalog: Catalog, version: DatasetVersion) -> None:
     writes anything, by split, by the catalog's development fingerprints, and by the
     template's own hold-out rule. It reads the member tasks' columns in the catalog, not
     the trajectories."""
-    development = catalog.fingerprints(Split.DEV)
+    development = catalog.tasks.fingerprints(Split.DEV)
     templates = {t.name: t for t in ALL_TEMPLATES}
     found = []
     ids = [m.trajectory_id for m in version.members]
     for trajectory_id, (task_id, split, fingerprint, template_name) in zip(
-        ids, catalog.member_tasks(ids), strict=True
+        ids, catalog.trajectories.member_tasks(ids), strict=True
     ):
         template = templates.get(template_name or "")
         if (

@@ -46,7 +46,7 @@ from contract import (
     safe_component,
 )
 from contract.validation import invalid_input
-from storage import Catalog, UnknownIdError
+from storage import Catalog, ModelRegistry, UnknownIdError
 from storage.files import path_inside
 from training.base_model import RECIPES, BaseModel, corpus_texts, save_model
 from training.base_model import load_base as load_base_model
@@ -80,15 +80,15 @@ class TrainingData:
 
 def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData:
     """Check the dataset version and export it for training (or reuse its export)."""
-    version = catalog.get_dataset(request.dataset_id)  # UnknownIdError names the id
+    version = catalog.datasets.get(request.dataset_id)  # UnknownIdError names the id
     out = home / "training" / "exports" / version.id
     if not (out / "hf" / "dataset_dict.json").is_file():
         export_dataset(catalog, version.id, out, "hf", overwrite=out.exists(), workers=1)
     saved = datasets.load_from_disk(str(out / "hf"))
     tasks = tuple(TaskSpec.model_validate_json(row["task_spec"]) for row in saved[RL_TASKS])
-    start = starting_model(catalog, request.base)
+    start = starting_model(catalog.models, request.base)
     seen = (
-        {m.trajectory_id for m in catalog.get_dataset(start.dataset_id).members}
+        {m.trajectory_id for m in catalog.datasets.get(start.dataset_id).members}
         if start is not None
         else set()
     )
@@ -102,13 +102,13 @@ def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData
     return TrainingData(out, rows, tasks, mix)
 
 
-def starting_model(catalog: Catalog, base: str) -> ModelRecord | None:
+def starting_model(registry: ModelRegistry, base: str) -> ModelRecord | None:
     """The registered model whose folder ``base`` is, if any (the loop continues from the
     champion's folder)."""
     if base in RECIPES:
         return None
     folder = Path(base).resolve()
-    return next((m for m in catalog.list_models() if Path(m.path).resolve() == folder), None)
+    return next((m for m in registry.every() if Path(m.path).resolve() == folder), None)
 
 
 def load_base(request: TrainRequest, data: TrainingData) -> BaseModel:
@@ -133,7 +133,7 @@ def out_of_memory_guard(stage: str, advice: str) -> Iterator[None]:
 
 
 def development_set(catalog: Catalog, request: TrainRequest) -> list[TaskSpec]:
-    target = catalog.get_dataset(request.dataset_id).target
+    target = catalog.datasets.get(request.dataset_id).target
     return ensure_development_set(catalog, request.dev_tasks, request.dev_seed, target)
 
 
@@ -352,7 +352,7 @@ def register(
         )
     except ValidationError as exc:
         raise invalid_input(exc) from None
-    if request.dataset_id not in {d.id for d in catalog.list_datasets()}:
+    if request.dataset_id not in {d.id for d in catalog.datasets.summaries()}:
         raise UnknownIdError("dataset", request.dataset_id, where=str(catalog.path))
     staging = models / f".{name}.{uuid.uuid4().hex[:8]}.partial"
     try:
@@ -368,7 +368,7 @@ def register(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     try:
-        catalog.register_model(record, report)  # the report and the model, or neither
+        catalog.models.register(record, report)  # the report and the model, or neither
     except BaseException:
         shutil.rmtree(final, ignore_errors=True)
         raise

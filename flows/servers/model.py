@@ -92,7 +92,7 @@ class ModelServer(ManagedServer):
         if not path.exists():
             raise ServerError(f"no catalog at {path}: there is no champion to serve yet")
         with Catalog.open(path, read_only=True) as catalog:
-            record = catalog.alias(ModelAlias.CHAMPION)
+            record = catalog.models.alias(ModelAlias.CHAMPION)
         if record is None:
             raise ServerError(
                 "no champion to serve yet: promote a model with `flywheel deploy --model ID`"

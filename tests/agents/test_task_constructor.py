@@ -267,7 +267,7 @@ class SpyStore:
         self.tasks: list[TaskSpec] = []
         self.rejections: list[RejectedTask] = []
 
-    def add_tasks(self, round_id: str, tasks: Sequence[TaskSpec]) -> int:
+    def add(self, round_id: str | None, tasks: Sequence[TaskSpec]) -> int:
         self.tasks += tasks
         return len(tasks)
 

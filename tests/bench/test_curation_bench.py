@@ -29,9 +29,9 @@ def test_the_stages_run_in_order_on_every_trajectory_and_report_figures(tmp_path
     counts = {s.name: s.items for s in stages}
     assert counts["curate"] == data.trajectories
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        (dataset,) = catalog.list_datasets()
-        assert len(catalog.curations_of_round(ROUND)) == data.trajectories
-        assert len(catalog.reviews_of_round(ROUND)) == counts["gate (automatic)"]
+        (dataset,) = catalog.datasets.summaries()
+        assert len(catalog.reviews.curations_of_round(ROUND)) == data.trajectories
+        assert len(catalog.reviews.of_round(ROUND)) == counts["gate (automatic)"]
     assert counts["freeze"] == counts["export (hf)"] == counts["export (parquet)"] == dataset.size
     assert all(s.peak_bytes > 0 and s.seconds > 0 and s.cpu_seconds > 0 for s in stages)
     text = report(data, stages)

@@ -38,7 +38,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> SyntheticRound:
 @pytest.fixture(scope="module")
 def loaded(made: SyntheticRound) -> list[Trajectory]:
     """Every trajectory, each id recomputed from its content on load."""
-    return Catalog.open(made.catalog_path, read_only=True).trajectories_of_round(ROUND)
+    return Catalog.open(made.catalog_path, read_only=True).trajectories.of_round(ROUND)
 
 
 def _figures(made: SyntheticRound) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def test_the_same_seed_makes_the_same_round(
 ) -> None:
     again = synthetic_round(tmp_path / "again.duckdb", ROUND, N, seed=1)
     assert _figures(again) == _figures(made)
-    ids = [t.id for t in Catalog.open(again.catalog_path).trajectories_of_round(ROUND)]
+    ids = [t.id for t in Catalog.open(again.catalog_path).trajectories.of_round(ROUND)]
     assert ids == [t.id for t in loaded]
     other = synthetic_round(tmp_path / "other.duckdb", ROUND, N, seed=2)
     assert other.trajectories == N
@@ -68,16 +68,16 @@ def test_the_catalog_holds_what_the_round_reports(
 ) -> None:
     catalog = Catalog.open(made.catalog_path, read_only=True)
     stats = catalog.stats()
-    assert catalog.count_trajectories(ROUND) == len(loaded) == made.trajectories == N
+    assert catalog.trajectories.count(ROUND) == len(loaded) == made.trajectories == N
     assert stats["steps"] == made.steps == sum(len(t.steps) for t in loaded)
     assert stats["tasks"] == made.tasks == len({t.task.id for t in loaded})
     assert made.fingerprints == made.tasks == len({t.task.fingerprint for t in loaded})
     assert made.templates == len({t.task.template for t in loaded}) > 10
     assert stats["shards"] == made.shards
-    round_info = catalog.get_round(ROUND)
+    round_info = catalog.rounds.get(ROUND)
     assert round_info is not None and round_info.stage == "collect"
     assert all(t.task.split is Split.TRAIN and t.metadata.round == ROUND for t in loaded)
-    for task in catalog.tasks_of_round(ROUND):  # ids recomputed from the specs too
+    for task in catalog.tasks.of_round(ROUND):  # ids recomputed from the specs too
         assert TaskSpec.model_validate_json(task.to_json()) == task
     assert 4.0 < made.steps / made.trajectories < 6.0
 
@@ -107,7 +107,7 @@ def test_the_fast_path_writes_the_catalog_the_objects_give(
     assert _figures(reference) == _figures(made)
     catalog = Catalog.open(reference.catalog_path, read_only=True)
     assert catalog.stats() == Catalog.open(made.catalog_path, read_only=True).stats()
-    assert catalog.trajectories_of_round(ROUND) == loaded
+    assert catalog.trajectories.of_round(ROUND) == loaded
     for table in ("tasks", "trajectories", "steps", "verdicts"):
         assert _rows(reference.catalog_path, table) == _rows(made.catalog_path, table), table
 

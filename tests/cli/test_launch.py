@@ -88,7 +88,7 @@ def _summary(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 def _registered(dataset: FrozenDataset, summary: dict[str, Any]) -> ModelRecord:
     with Catalog.open(dataset.catalog_path, read_only=True) as catalog:
-        models = catalog.list_models()
+        models = catalog.models.every()
     assert [m.id for m in models] == [summary["model_id"]]
     record = models[0]
     assert record.dataset_id == dataset.version.id
@@ -182,7 +182,7 @@ def test_too_few_rl_tasks_for_an_update_are_refused_by_name(
     assert "rl.tasks_per_update" in err and "the export has 2" in err
     assert "allowed: 1 to 2" in err
     with Catalog.open(dataset.catalog_path, read_only=True) as catalog:
-        assert catalog.list_models() == []
+        assert catalog.models.every() == []
 
 
 def test_the_export_reads_back_without_the_catalog(dataset: FrozenDataset) -> None:

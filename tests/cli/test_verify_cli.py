@@ -41,8 +41,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shard.parent.mkdir(parents=True)
     write_trajectory_shard(_old_round(), shard, shard="part-0")
     with Catalog.open(catalog_path(home)) as catalog:
-        catalog.begin_round(ROUND, {"tasks": 8})
-        catalog.ingest_shards([shard.parent])
+        catalog.rounds.begin(ROUND, {"tasks": 8})
+        catalog.trajectories.ingest([shard.parent])
     return home
 
 

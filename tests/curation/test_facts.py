@@ -47,14 +47,14 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> SyntheticRound:
 
 
 def _ids(catalog: Catalog) -> list[str]:
-    return [tid for tid, _ in catalog.trajectory_fingerprints(ROUND)]
+    return [tid for tid, _ in catalog.trajectories.fingerprints(ROUND)]
 
 
 def test_facts_from_columns_equal_the_facts_of_the_rebuilt_records(made: SyntheticRound) -> None:
     with Catalog.open(made.catalog_path, read_only=True) as catalog:
         ids = _ids(catalog)
-        columnar = facts_from_columns(catalog.curation_columns(ids))
-        records = catalog.trajectories_by_ids(sorted(ids))
+        columnar = facts_from_columns(catalog.trajectories.curation_columns(ids))
+        records = catalog.trajectories.by_ids(sorted(ids))
 
     assert [f.id for f in columnar] == sorted(ids)
     assert columnar == [TrajectoryFacts.of(t) for t in records]
@@ -65,7 +65,7 @@ def test_facts_from_columns_equal_the_facts_of_the_rebuilt_records(made: Synthet
 def test_the_curate_stage_decides_as_the_curator_does_on_records(made: SyntheticRound) -> None:
     with Catalog.open(made.catalog_path, read_only=True) as catalog:
         ids = _ids(catalog)
-        records = catalog.trajectories_by_ids(ids)
+        records = catalog.trajectories.by_ids(ids)
 
     from_columns = curate_partition(made.catalog_path, ROUND, ids, CONFIG)
 
@@ -82,10 +82,10 @@ def test_facts_of_fresh_episodes_equal_the_facts_the_catalog_gives(
     fresh = faulty_trajectories[:80]
     path = tmp_path / "catalog.duckdb"
     with Catalog.open(path) as catalog:
-        catalog.begin_round(ROUND, {})
-        catalog.add_tasks(ROUND, [t.task for t in fresh])
-        catalog.ingest_shards(write_shards(fresh, tmp_path / "shards"))
-        stored = facts_from_columns(catalog.curation_columns([t.id for t in fresh]))
+        catalog.rounds.begin(ROUND, {})
+        catalog.tasks.add(ROUND, [t.task for t in fresh])
+        catalog.trajectories.ingest(write_shards(fresh, tmp_path / "shards"))
+        stored = facts_from_columns(catalog.trajectories.curation_columns([t.id for t in fresh]))
 
     by_id = {f.id: f for f in stored}
     assert [by_id[t.id] for t in fresh] == [TrajectoryFacts.of(t) for t in fresh]
@@ -137,5 +137,5 @@ def test_columns_of_an_unknown_trajectory_name_it(made: SyntheticRound) -> None:
     with Catalog.open(made.catalog_path, read_only=True) as catalog:
         known = _ids(catalog)[:3]
         with pytest.raises(UnknownIdError, match="traj-nope"):
-            catalog.curation_columns([*known, "traj-nope"])
-        assert catalog.curation_columns(known).trajectories.num_rows == 3
+            catalog.trajectories.curation_columns([*known, "traj-nope"])
+        assert catalog.trajectories.curation_columns(known).trajectories.num_rows == 3

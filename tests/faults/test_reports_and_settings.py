@@ -37,7 +37,7 @@ def stored(home: Path) -> int:
     if not (home / "catalog.duckdb").exists():
         return 0
     with Catalog.open(home / "catalog.duckdb", read_only=True) as catalog:
-        return len(catalog.list_feedback())
+        return len(catalog.feedback.summaries())
 
 
 @pytest.mark.parametrize("raw", ['"0.1"', "NaN", "Infinity", "1e400", "true", "[0.1]", "null"])

@@ -101,7 +101,7 @@ def test_a_busy_catalog_is_waited_for_beyond_a_few_seconds(
     began = time.monotonic()
     with (
         catalog_held(path, release_after_s=7) as holder,
-        caplog.at_level(logging.WARNING, logger="storage.catalog"),
+        caplog.at_level(logging.WARNING, logger="storage.connection"),
         Catalog.open(path) as catalog,  # the default wait: two minutes
     ):
         assert catalog.stats()["rounds"] == 0
@@ -192,7 +192,7 @@ def test_rounds_started_at_once_on_one_home_both_finish(
         assert proc.returncode == 0, stderr[-3000:]
     summaries = [json.loads(out) for out, _ in outs]
     with Catalog.open(home / "catalog.duckdb", read_only=True) as catalog:
-        rounds = {r.id: r for r in catalog.list_rounds()}
+        rounds = {r.id: r for r in catalog.rounds.every()}
     for summary in summaries:
         assert rounds[summary["round_id"]].status == "done"
         assert rounds[summary["round_id"]].dataset_id == summary["dataset_version"]

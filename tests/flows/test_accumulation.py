@@ -40,9 +40,9 @@ def collect(home: Path, round_id: str, seed: int, sandbox: MobileSandbox) -> lis
     tasks = sample_tasks(24, seed, sandbox, split=Split.TRAIN)
     trajectories = [run_episode(t, sandbox, ScriptedPolicy(), round_id=round_id) for t in tasks]
     with Catalog.open(catalog_path(home)) as catalog:
-        catalog.add_tasks(round_id, tasks)
-        catalog.ingest_shards(write_shards(trajectories, home / "shards" / round_id))
-        catalog.add_reviews([approval(t, round_id) for t in trajectories])
+        catalog.tasks.add(round_id, tasks)
+        catalog.trajectories.ingest(write_shards(trajectories, home / "shards" / round_id))
+        catalog.reviews.add([approval(t, round_id) for t in trajectories])
     return trajectories
 
 
@@ -60,13 +60,13 @@ def propose(
     home: Path, round_id: str, trajectories: list[Trajectory], plan: GenerationPlan | None = None
 ) -> DatasetVersion:
     with Catalog.open(catalog_path(home)) as catalog:
-        reviews = catalog.reviews_of_round(round_id)
+        reviews = catalog.reviews.of_round(round_id)
     proposal = propose_dataset(
         home, round_id, [t.id for t in trajectories], reviews, TARGET, plan=plan
     )
     assert proposal is not None
     with Catalog.open(catalog_path(home)) as catalog:
-        catalog.freeze_dataset(proposal.version)
+        catalog.datasets.freeze(proposal.version)
     return proposal.version
 
 
@@ -92,7 +92,7 @@ def three_rounds(tmp_path_factory: pytest.TempPathFactory, sandbox: MobileSandbo
     first = propose(home, "round-1", rounds[0])
     rejected = next(t for t in rounds[0] if succeeded(t))
     with Catalog.open(catalog_path(home)) as catalog:
-        catalog.add_reviews(
+        catalog.reviews.add(
             [
                 Review(
                     trajectory_id=rejected.id,
@@ -120,7 +120,7 @@ def three_rounds(tmp_path_factory: pytest.TempPathFactory, sandbox: MobileSandbo
         }
     )
     with Catalog.open(catalog_path(home)) as catalog:
-        reviews = catalog.reviews_of_round("round-3")
+        reviews = catalog.reviews.of_round("round-3")
     plain = propose_dataset(home, "round-3", [t.id for t in rounds[2]], reviews, TARGET)
     assert plain is not None
     third = propose(home, "round-3", rounds[2], plan)
@@ -164,8 +164,8 @@ def test_a_removal_is_recorded_with_its_reason(
     assert "ann" in removal.detail and "wrong contact" in removal.detail
     assert third.removed == ()
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        stored = catalog.get_dataset(second.id)
-        changes = catalog.diff_datasets(first.id, third.id)
+        stored = catalog.datasets.get(second.id)
+        changes = catalog.datasets.diff(first.id, third.id)
     assert stored.removed == second.removed and stored.id == second.id
     (explained,) = changes["members"]["removals"]
     assert explained["reason"] == "rejected" and explained["dataset_id"] == second.id

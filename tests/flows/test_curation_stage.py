@@ -37,15 +37,15 @@ def home(tmp_path_factory: pytest.TempPathFactory, sandbox: MobileSandbox) -> Pa
         for task in tasks
     ]
     with Catalog.open(catalog_path(home)) as catalog:
-        catalog.begin_round(ROUND, {})
-        catalog.add_tasks(ROUND, tasks)
-        catalog.ingest_shards(write_shards(trajectories, home / "shards"))
+        catalog.rounds.begin(ROUND, {})
+        catalog.tasks.add(ROUND, tasks)
+        catalog.trajectories.ingest(write_shards(trajectories, home / "shards"))
     return home
 
 
 def _stored(home: Path) -> list[Trajectory]:
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        return catalog.trajectories_of_round(ROUND)
+        return catalog.trajectories.of_round(ROUND)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -59,7 +59,7 @@ def test_partitions_in_workers_give_and_store_the_records_of_one_pass(
 
     assert records == whole
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        assert catalog.curations_of_round(ROUND) == whole
+        assert catalog.reviews.curations_of_round(ROUND) == whole
 
 
 def test_a_judge_is_shown_every_trajectory_it_is_asked_about(

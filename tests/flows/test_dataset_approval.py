@@ -68,7 +68,7 @@ def _flow_run_id(home: Path) -> str | None:
     if not path.exists():
         return None
     with Catalog.open(path, read_only=True) as catalog:
-        rounds = catalog.list_rounds()
+        rounds = catalog.rounds.every()
     return rounds[0].flow_run_id if rounds else None
 
 
@@ -91,7 +91,7 @@ def test_a_person_approves_the_dataset_in_the_prefect_ui(
             description = cast(str, read_flow_run_input(keys["description"], paused.id))
             schema = cast(dict[str, Any], read_flow_run_input(keys["schema"], paused.id))
             with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-                assert catalog.list_datasets() == [], "nothing is frozen before the decision"
+                assert catalog.datasets.summaries() == [], "nothing is frozen before the decision"
             resume_flow_run(
                 paused.id,
                 run_input={"approve": True, "approver": "Ada Lovelace", "comment": "mix is fine"},
@@ -107,7 +107,8 @@ def test_a_person_approves_the_dataset_in_the_prefect_ui(
     assert approval["decision"] == "approve" and approval["approver"] == "Ada Lovelace"
     assert approval["automatic"] is False
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        summary = catalog.dataset_summary(out["dataset_version"])
+        summary = catalog.datasets.describe(out["dataset_version"])
+    assert summary["approval"] is not None
     assert summary["approval"]["approver"] == "Ada Lovelace"
     assert summary["approval"]["comment"] == "mix is fine"
     assert summary["approval"]["flow_run_id"] == str(paused.id)
@@ -131,8 +132,8 @@ def test_a_rejected_dataset_is_not_frozen_and_the_rejection_is_kept(
     rejection = out["approval"]
     assert rejection["decision"] == "reject" and rejection["approver"] == "Grace"
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        assert catalog.list_datasets() == []
-        stored = catalog.round_approval(out["round_id"])
+        assert catalog.datasets.summaries() == []
+        stored = catalog.datasets.round_approval(out["round_id"])
         assert stored is not None and stored.comment == "too few recoveries"
         with pytest.raises(UnknownIdError):
-            catalog.get_dataset(stored.dataset_id)
+            catalog.datasets.get(stored.dataset_id)

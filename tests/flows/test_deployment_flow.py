@@ -35,6 +35,7 @@ from flows.servers import ModelServer, free_port, prefect_api
 from flows.settings import load_settings
 from serving.client import health
 from storage import Catalog
+from storage.model_registry import DuckDBModelRegistry
 from tests.flows.commands import FLYWHEEL, command_env
 from tests.flows.registry_builders import Registry, register_tiny, registry_home
 
@@ -68,7 +69,7 @@ def served_settings(registry: Registry) -> Iterator[dict[str, str]]:
 
 def _champion(registry: Registry) -> str | None:
     with Catalog.open(registry.catalog_path, read_only=True) as catalog:
-        champion = catalog.alias(ModelAlias.CHAMPION)
+        champion = catalog.models.alias(ModelAlias.CHAMPION)
     return champion.id if champion else None
 
 
@@ -133,8 +134,8 @@ def test_promote_refuse_fail_to_serve_and_roll_back(
         assert _champion(registry) == _served() == first.id
 
     with Catalog.open(registry.catalog_path, read_only=True) as catalog:
-        records = catalog.deployments()
-        history = catalog.alias_history(ModelAlias.CHAMPION)
+        records = catalog.models.deployments()
+        history = catalog.models.alias_history(ModelAlias.CHAMPION)
     assert [r.decision for r in records] == [
         DeploymentDecision.ROLLED_BACK,
         DeploymentDecision.PROMOTED,
@@ -177,7 +178,7 @@ def test_the_cli_names_an_unregistered_model_and_lists_the_records(
     )
     records = json.loads(listed.stdout)
     with Catalog.open(registry.catalog_path, read_only=True) as catalog:
-        assert [r["id"] for r in records] == [r.id for r in catalog.deployments()]
+        assert [r["id"] for r in records] == [r.id for r in catalog.models.deployments()]
 
 
 def test_a_failed_record_puts_the_old_champion_back_behind_the_endpoint(
@@ -189,10 +190,10 @@ def test_a_failed_record_puts_the_old_champion_back_behind_the_endpoint(
     champion = _champion(registry) or deployment_of(registry, prefect_api_url)
     candidate = register_tiny(registry, "great", overall=0.99, seed=9)
 
-    def disk_full(self: Catalog, record: object) -> None:
+    def disk_full(self: DuckDBModelRegistry, record: object) -> None:
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(Catalog, "record_deployment", disk_full)
+    monkeypatch.setattr(DuckDBModelRegistry, "record_deployment", disk_full)
     with prefect_api(prefect_api_url), pytest.raises(OSError, match="No space left"):
         deployment(model=candidate.id)
     assert _champion(registry) == _served() == champion

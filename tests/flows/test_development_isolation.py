@@ -64,7 +64,7 @@ def _catalog(tmp_path: Path, trajectories: list[Trajectory]) -> Catalog:
     catalog = Catalog.open(tmp_path / "catalog.duckdb")
     shard = tmp_path / "shard-00000.parquet"
     write_trajectory_shard(trajectories, shard, shard="shard-00000")
-    catalog.ingest_shards([shard])
+    catalog.trajectories.ingest([shard])
     return catalog
 
 
@@ -99,7 +99,7 @@ def test_freezing_refuses_a_development_member(tmp_path: Path, episodes: list[Tr
     with _catalog(tmp_path, [dev, *train]) as catalog:
         version = make_version([dev, *train])
         with pytest.raises(InvalidInputError, match=DEV_MESSAGE):
-            catalog.freeze_dataset(version)
+            catalog.datasets.freeze(version)
         approval = DatasetApproval(
             dataset_id=version.id,
             round_id=version.round_id,
@@ -111,8 +111,8 @@ def test_freezing_refuses_a_development_member(tmp_path: Path, episodes: list[Tr
             decided_at=datetime.now(UTC),
         )
         with pytest.raises(InvalidInputError, match=DEV_MESSAGE):
-            catalog.decide_dataset(version, approval)
-        assert catalog.list_datasets() == [] and catalog.dataset_approval(version.id) is None
+            catalog.datasets.decide(version, approval)
+        assert catalog.datasets.summaries() == [] and catalog.datasets.approval(version.id) is None
 
 
 def test_a_task_claiming_the_train_split_under_a_development_fingerprint_is_refused(
@@ -127,5 +127,5 @@ def test_a_task_claiming_the_train_split_under_a_development_fingerprint_is_refu
     smuggled = run_episode(disguised, sandbox, policy, round_id="r")
     with _catalog(tmp_path, [dev, smuggled]) as catalog:
         with pytest.raises(InvalidInputError, match=DEV_MESSAGE):
-            catalog.freeze_dataset(make_version([smuggled]))
-        assert catalog.list_datasets() == []
+            catalog.datasets.freeze(make_version([smuggled]))
+        assert catalog.datasets.summaries() == []

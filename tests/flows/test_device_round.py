@@ -38,7 +38,7 @@ def _pool(server: str, *names: str) -> dict[str, str]:
 
 def _stored(home: Path, round_id: str) -> tuple[list[Any], list[Trajectory]]:
     with Catalog.open(home / "catalog.duckdb", read_only=True) as catalog:
-        return catalog.tasks_of_round(round_id), catalog.trajectories_of_round(round_id)
+        return catalog.tasks.of_round(round_id), catalog.trajectories.of_round(round_id)
 
 
 def _assert_routed(home: Path, round_id: str) -> list[Trajectory]:
@@ -176,5 +176,5 @@ def test_killing_appium_mid_round_keeps_the_broken_attempt_and_loses_nothing(
 
     assert out["dataset_version"] is not None
     with Catalog.open(home / "catalog.duckdb", read_only=True) as catalog:
-        members = catalog.get_dataset(out["dataset_version"]).members
+        members = catalog.datasets.get(out["dataset_version"]).members
     assert not {t.id for t in broken} & {m.trajectory_id for m in members}

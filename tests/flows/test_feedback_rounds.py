@@ -49,7 +49,7 @@ def test_feedback_between_two_rounds_shifts_the_plan(prefect_api_url: str, tmp_p
     assert even["changes"] == [] and even["source"] == "default"
 
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        tasks = catalog.tasks_of_round(first["round_id"])
+        tasks = catalog.tasks.of_round(first["round_id"])
     train = sorted((t for t in tasks if t.split is Split.TRAIN), key=lambda t: t.fingerprint)
     mastered, inconsistent = train[0].fingerprint, train[1].fingerprint
     report_file = tmp_path / "report.json"
@@ -70,10 +70,10 @@ def test_feedback_between_two_rounds_shifts_the_plan(prefect_api_url: str, tmp_p
     assert second["counts"]["constructed"] == plan["total"]
     assert second["counts"]["recollected"] == 2  # the inconsistent task and the preserved one
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        info = catalog.get_round(second["round_id"])
-        built = catalog.tasks_of_round(second["round_id"])
-        runs = catalog.trajectories_of_round(second["round_id"])
-        version = catalog.get_dataset(second["dataset_version"])
+        info = catalog.rounds.get(second["round_id"])
+        built = catalog.tasks.of_round(second["round_id"])
+        runs = catalog.trajectories.of_round(second["round_id"])
+        version = catalog.datasets.get(second["dataset_version"])
     assert info is not None and info.config["plan"]["source"] == plan["source"]
     repairs = [t for t in built if t.source is TaskSource.REPAIR]
     assert len(repairs) == plan["repairs"][0]["count"]

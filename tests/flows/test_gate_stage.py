@@ -19,6 +19,7 @@ from flows.settings import CurationSettings, catalog_path
 from human_gate import GateItem, GateResult
 from human_gate.auto import review_of_curation
 from storage import Catalog
+from storage.trajectory_store import DuckDBTrajectoryStore
 
 ROUND = "round-gate"
 
@@ -60,18 +61,20 @@ def test_batches_then_only_the_undecided_are_waited_for(
 ) -> None:
     monkeypatch.setattr(flows.round_stages, "GATE_BATCH", 10)
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        kept = [c for c in catalog.curations_of_round(ROUND) if c.kept]
+        kept = [c for c in catalog.reviews.curations_of_round(ROUND) if c.kept]
     human = sorted(c.trajectory_id for c in kept if c.routing is Routing.NEEDS_HUMAN)
     assert len(human) > 10 and len(human) < len(kept)  # the case this is about
     people = PeopleGate()
     read: list[str] = []
-    by_ids = Catalog.trajectories_by_ids
+    by_ids = DuckDBTrajectoryStore.by_ids
 
-    def reading(self: Catalog, ids: Sequence[str], **kwargs: bool) -> list[Trajectory]:
+    def reading(
+        self: DuckDBTrajectoryStore, ids: Sequence[str], **kwargs: bool
+    ) -> list[Trajectory]:
         read.extend(ids)
         return by_ids(self, ids, **kwargs)
 
-    monkeypatch.setattr(Catalog, "trajectories_by_ids", reading)
+    monkeypatch.setattr(DuckDBTrajectoryStore, "by_ids", reading)
 
     gate(home, ROUND, people, wait_s=0.05, poll_s=0.01)
 
@@ -82,8 +85,8 @@ def test_batches_then_only_the_undecided_are_waited_for(
     assert sorted(people.submitted[-1]) == human  # the wait: the undecided alone
     assert all(sorted(batch) == human for batch in people.collected[len(first_pass) :])
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        reviews = catalog.reviews_of_round(ROUND)
-        carried = catalog.carried_out_of(ROUND)
+        reviews = catalog.reviews.of_round(ROUND)
+        carried = catalog.reviews.carried_out_of(ROUND)
     assert {r.trajectory_id for r in reviews} == {c.trajectory_id for c in kept} - set(human)
     suggested = {c.trajectory_id: c.suggested for c in kept}
     assert all(r.automatic and r.decision == suggested[r.trajectory_id] for r in reviews)

@@ -207,7 +207,7 @@ def test_a_waiting_round_survives_a_label_studio_restart(
     status = flywheel_json(home, prefect_api_url, "gate", "status", **settings)
     assert flywheel_json(home, prefect_api_url, "gate", "sync", **settings) == status
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        assert catalog.reviews_of_round(items.round_id) == reviews
+        assert catalog.reviews.of_round(items.round_id) == reviews
 
 
 @dataclass(frozen=True)
@@ -222,9 +222,9 @@ class _Items:
 def _items(home: Path, client: LabelStudio, prefix: str) -> _Items:
     """The round's kept items, each of which has one task in the round's project."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        (info,) = catalog.list_rounds()
-        kept = {c.trajectory_id for c in catalog.curations_of_round(info.id) if c.kept}
-        trajectories = catalog.trajectories_of_round(info.id)
+        (info,) = catalog.rounds.every()
+        kept = {c.trajectory_id for c in catalog.reviews.curations_of_round(info.id) if c.kept}
+        trajectories = catalog.trajectories.of_round(info.id)
     title = f"{prefix} {info.id}"
     listed: list[Any] = list(client.projects.list(title=title))
     (project,) = [p for p in listed if p.title == title]
@@ -247,8 +247,8 @@ def _check_outcome(
     assert counts["curated"] == len(kept) and counts["pending"] == 0
     assert (counts["approved"], counts["rejected"]) == (len(kept) - 1, 1)
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        reviews = catalog.reviews_of_round(items.round_id)
-        dataset = catalog.get_dataset(out["dataset_version"])
+        reviews = catalog.reviews.of_round(items.round_id)
+        dataset = catalog.datasets.get(out["dataset_version"])
     # Every annotation stored exactly once, one consensus review per item, nothing else.
     stored = Counter(
         int(m.group(1))
@@ -314,5 +314,5 @@ def _choices(control: str, value: str) -> dict[str, Any]:
 def _decided(home: Path, round_id: str) -> set[str]:
     """The trajectories whose consensus review the round has stored so far."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        reviews = catalog.reviews_of_round(round_id)
+        reviews = catalog.reviews.of_round(round_id)
     return {r.trajectory_id for r in reviews if is_consensus(r)}

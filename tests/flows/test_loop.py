@@ -57,11 +57,11 @@ def test_two_turns_close_the_loop(prefect_api_url: str, tmp_path: Path) -> None:
     # champion collects at most 3 of a round's tasks (--champion-tasks).
     assert second["collected_by"] == f"{first['model_id']}, scripted"
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        collected = catalog.trajectories_of_round(second["round_id"])
-        champion = catalog.alias(ModelAlias.CHAMPION)
-        trained = catalog.get_model(second["model_id"])
-        first_model = catalog.get_model(first["model_id"])
-        (deployed, promoted) = catalog.deployments()
+        collected = catalog.trajectories.of_round(second["round_id"])
+        champion = catalog.models.alias(ModelAlias.CHAMPION)
+        trained = catalog.models.get(second["model_id"])
+        first_model = catalog.models.get(first["model_id"])
+        (deployed, promoted) = catalog.models.deployments()
     by_policy = Counter(t.metadata.policy.name for t in collected)
     assert by_policy["openai"] > 0 and by_policy["scripted"] > 0
     assert len({t.task.id for t in collected if t.metadata.policy.name == "openai"}) == 3

@@ -58,10 +58,10 @@ def _registered_champion(home: Path, sandbox: MobileSandbox) -> ModelRecord:
     version = make_version(runs)
     record = _record(version.id)
     with Catalog.open(home / "catalog.duckdb") as catalog:
-        catalog.ingest_shards([shards])
-        assert catalog.freeze_dataset(version)
-        assert catalog.register_model(record)
-        catalog.promote(record.id, reason="first deployment", at=T0)
+        catalog.trajectories.ingest([shards])
+        assert catalog.datasets.freeze(version)
+        assert catalog.models.register(record)
+        catalog.models.promote(record.id, reason="first deployment", at=T0)
     return record
 
 

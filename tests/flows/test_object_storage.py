@@ -83,7 +83,7 @@ def test_a_round_writes_its_shards_to_the_bucket_and_ingests_them_from_there(
     assert [Path(p).name for p in stored] == [f"shard-{i:05d}.parquet" for i in range(3)]
     assert not list((tmp_path / "remote").rglob("*.parquet"))  # nothing landed locally
     with Catalog.open(tmp_path / "remote" / "catalog.duckdb", read_only=True) as catalog:
-        assert catalog.count_trajectories("bucketed") == remote["counts"]["collected"]
+        assert catalog.trajectories.count("bucketed") == remote["counts"]["collected"]
 
 
 @pytest.mark.slow
@@ -106,7 +106,7 @@ def test_a_device_round_keeps_its_screenshots_and_shards_in_the_bucket(
         **s3_env,
     )
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        trajectories = catalog.trajectories_of_round(out["round_id"])
+        trajectories = catalog.trajectories.of_round(out["round_id"])
     refs = {ref for t in trajectories for step in t.steps for ref in step.artifacts}
     assert {Path(ref).suffix for ref in refs} >= {".png", ".xml"}
     store = ArtifactStore(artifacts)

@@ -127,7 +127,7 @@ def test_a_round_killed_during_collection_resumes_to_the_same_result(
     assert resumed["dataset_version"] == reference["dataset_version"]
     assert _catalog_rows(crashed) == _catalog_rows(clean)
     with Catalog.open(crashed / "catalog.duckdb", read_only=True) as catalog:
-        trajectories = catalog.trajectories_of_round(resumed["round_id"])
+        trajectories = catalog.trajectories.of_round(resumed["round_id"])
     keys = [(t.task.id, t.metadata.attempt) for t in trajectories]
     assert len(keys) == len(set(keys)) == resumed["counts"]["collected"]
 
@@ -158,7 +158,7 @@ def test_a_round_with_the_openai_policy_keeps_failures_and_secrets_out(
     assert counts["approved"] == counts["in_dataset"] == 0
     assert out["dataset_version"] is None, "nothing was approved: no version is frozen"
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        trajectories = catalog.trajectories_of_round(out["round_id"])
+        trajectories = catalog.trajectories.of_round(out["round_id"])
     assert {t.metadata.policy.model for t in trajectories} == {"planner-fake"}
     malformed = [
         s for t in trajectories for s in t.steps
@@ -200,14 +200,14 @@ def test_a_second_round_builds_on_the_first(prefect_api_url: str, tmp_path: Path
     second = run_round(tmp_path, prefect_api_url, "--tasks", "24", "--seed", "2")
     assert second["round_id"] != first["round_id"]
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        one = catalog.tasks_of_round(first["round_id"])
-        two = catalog.tasks_of_round(second["round_id"])
-        version = catalog.get_dataset(second["dataset_version"])
+        one = catalog.tasks.of_round(first["round_id"])
+        two = catalog.tasks.of_round(second["round_id"])
+        version = catalog.datasets.get(second["dataset_version"])
     assert len(one) == len(two) == 24
     assert not {t.fingerprint for t in one} & {t.fingerprint for t in two}
     assert version.parent == first["dataset_version"]
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        parent = catalog.get_dataset(first["dataset_version"])
+        parent = catalog.datasets.get(first["dataset_version"])
     inherited = {m.trajectory_id for m in parent.members}
     new = {m.trajectory_id for m in version.members} - inherited
     assert inherited <= {m.trajectory_id for m in version.members}  # a version accumulates
@@ -225,4 +225,4 @@ def test_a_second_round_builds_on_the_first(prefect_api_url: str, tmp_path: Path
 
 def catalog_trajectories(home: Path, round_id: str) -> list[Any]:
     with Catalog.open(home / "catalog.duckdb", read_only=True) as catalog:
-        return list(catalog.trajectories_of_round(round_id))
+        return list(catalog.trajectories.of_round(round_id))

@@ -94,8 +94,10 @@ def test_two_annotators_decide_and_the_next_round_freezes_exactly_what_they_acce
     )
     assert first["dataset_version"] is None and first["approval"] is None
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        runs = {t.id: t for t in catalog.trajectories_of_round(first["round_id"])}
-        kept = [c.trajectory_id for c in catalog.curations_of_round(first["round_id"]) if c.kept]
+        runs = {t.id: t for t in catalog.trajectories.of_round(first["round_id"])}
+        kept = [
+            c.trajectory_id for c in catalog.reviews.curations_of_round(first["round_id"]) if c.kept
+        ]
     marked = [t for t in kept if len(runs[t].steps) >= 2]  # the marks below name steps 0 and 1
     successes = [t for t in marked if runs[t].metadata.outcome is Outcome.SUCCESS]
     assert len(successes) >= 2 and len(marked) >= 3 and len(kept) >= 5
@@ -139,10 +141,10 @@ def test_two_annotators_decide_and_the_next_round_freezes_exactly_what_they_acce
     assert second["counts"]["carried_in_approved"] == 2
     dataset_id = second["dataset_version"]
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        members = {m.trajectory_id: m for m in catalog.get_dataset(dataset_id).members}
-        summary = catalog.dataset_summary(dataset_id)
-        reviews = catalog.reviews_of_trajectories([approved, corrected, rejected, split])
-        still_open = catalog.carried_out_of(first["round_id"], open_only=True)
+        members = {m.trajectory_id: m for m in catalog.datasets.get(dataset_id).members}
+        summary = catalog.datasets.describe(dataset_id)
+        reviews = catalog.reviews.of_trajectories([approved, corrected, rejected, split])
+        still_open = catalog.reviews.carried_out_of(first["round_id"], open_only=True)
     assert set(members) == {approved, corrected}, "exactly the approved and corrected items"
     assert members[approved].decision is APPROVE and members[approved].masked_steps == (0,)
     assert members[approved].human and members[approved].correction is None

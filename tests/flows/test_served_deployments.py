@@ -103,7 +103,7 @@ def test_a_run_started_from_the_served_trainer_registers_a_model(
         run = _run(prefect_api_url, deployment, parameters)
         assert run["state"]["type"] == "COMPLETED", run["state"]
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        (model,) = catalog.list_models()
+        (model,) = catalog.models.every()
     assert model.dataset_id == dataset and model.method.value == "sft"
     assert model.flow_run_id == run["id"]
     sft = model.hyperparameters["sft"]
@@ -152,7 +152,7 @@ def test_flywheel_serve_registers_the_deployments_the_ui_lists_and_runs(
             round_run = _run(prefect_api_url, found["flywheel_round"], {"tasks": 8, "seed": 3})
             assert round_run["state"]["type"] == "COMPLETED", round_run["state"]
             with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-                dataset = catalog.latest_dataset_id()
+                dataset = catalog.datasets.latest_id()
             assert dataset is not None
 
             training = {
@@ -171,8 +171,8 @@ def test_flywheel_serve_registers_the_deployments_the_ui_lists_and_runs(
 
     # The finished training chained into the deployment flow: the model is the champion.
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        (model,) = catalog.list_models()
-        (record,) = catalog.deployments()
+        (model,) = catalog.models.every()
+        (record,) = catalog.models.deployments()
     assert model.flow_run_id == trained["id"]
     assert record.candidate_id == model.id and record.decision.value == "promoted"
     assert record.endpoint == f"http://127.0.0.1:{port}/v1"
@@ -236,5 +236,5 @@ def test_a_worker_of_the_work_pool_runs_the_registered_round(
         assert worker.poll() is None
     assert run["state"]["type"] == "COMPLETED", run["state"]
     with Catalog.open(elsewhere / "state" / "catalog.duckdb", read_only=True) as catalog:
-        assert catalog.latest_dataset_id() is not None
-        assert catalog.get_round("pooled") is not None
+        assert catalog.datasets.latest_id() is not None
+        assert catalog.rounds.get("pooled") is not None

@@ -131,8 +131,8 @@ def test_planning_rules_from_the_settings_steer_the_next_plan(
 ) -> None:
     tasks = tasks_of("reply_to_an_email", 2)
     with Catalog.open(tmp_path / "home" / "catalog.duckdb") as catalog:
-        catalog.add_tasks("round-x", tasks)
-        catalog.add_feedback(report(tasks=[stats(tasks[0], 4), stats(tasks[1], 2)]))  # .8, .4
+        catalog.tasks.add("round-x", tasks)
+        catalog.feedback.add(report(tasks=[stats(tasks[0], 4), stats(tasks[1], 2)]))  # .8, .4
     path = tmp_path / "flywheel.toml"
     monkeypatch.setenv("FLYWHEEL_CONFIG", str(path))
     monkeypatch.setenv("FLYWHEEL_HOME", str(tmp_path / "home"))

@@ -81,7 +81,7 @@ def test_train_registers_a_model_and_the_next_plan_reads_its_report(
     assert [m["id"] for m in listed] == [summary["model_id"]]
 
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
-        report = catalog.latest_feedback()
+        report = catalog.feedback.latest()
     assert report is not None and report.id == summary["feedback_id"]
     assert report.source.value == "trainer" and report.model == summary["name"]
     plan = flywheel_json(tmp_path, prefect_api_url, "plan", "show", "--tasks", "24")

@@ -346,10 +346,10 @@ def test_sync_is_idempotent_and_an_edit_updates_the_review(
     assert by_reviewer(second.reviews, a.split)[a.ana] == by_reviewer(first.reviews, a.split)[a.ana]
 
     with Catalog.open(tmp_path / "catalog.duckdb") as catalog:
-        catalog.add_reviews(first.reviews)
-        assert catalog.add_reviews(second.reviews) == 2
-        assert catalog.add_reviews(a.gate.collect(a.round_id, a.items).reviews) == 0
-        final = final_decisions(catalog.reviews_of_round(a.round_id))
+        catalog.reviews.add(first.reviews)
+        assert catalog.reviews.add(second.reviews) == 2
+        assert catalog.reviews.add(a.gate.collect(a.round_id, a.items).reviews) == 0
+        final = final_decisions(catalog.reviews.of_round(a.round_id))
     assert (final[a.split].reviewer, final[a.split].decision) == (CONSENSUS, APPROVE)
 
 

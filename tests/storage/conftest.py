@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,13 +35,22 @@ def shard_folder(tmp_path: Path, round_trajectories: list[Trajectory]) -> Path:
     return folder
 
 
-@pytest.fixture
-def catalog(tmp_path: Path) -> Iterator[Catalog]:
-    with Catalog.open(tmp_path / "state" / "catalog.duckdb") as opened:
+def _duckdb(folder: Path, *, read_only: bool) -> Catalog:
+    return Catalog.open(folder / "catalog.duckdb", read_only=read_only)
+
+
+IMPLEMENTATIONS: dict[str, Callable[..., Catalog]] = {"duckdb": _duckdb}
+"""Every implementation of the catalog's stores: (state folder, read_only=) -> its stores.
+The conformance suite and every storage test run against each."""
+
+
+@pytest.fixture(params=sorted(IMPLEMENTATIONS))
+def catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Catalog]:
+    with IMPLEMENTATIONS[request.param](tmp_path / "state", read_only=False) as opened:
         yield opened
 
 
 @pytest.fixture
 def ingested(catalog: Catalog, shard_folder: Path) -> Catalog:
-    catalog.ingest_shards([shard_folder])
+    catalog.trajectories.ingest([shard_folder])
     return catalog

@@ -123,11 +123,11 @@ def test_an_approved_version_is_frozen_with_its_members_review_fields(
     version = reviewed_version(_train(round_trajectories)[:6])
     approval = decision_on(version, approver=approver, automatic=automatic)
 
-    assert ingested.decide_dataset(version, approval) == approval
+    assert ingested.datasets.decide(version, approval) == approval
 
     assert _stored(ingested) == (1, 6, 1)
-    assert ingested.latest_dataset_id() == version.id
-    stored = ingested.get_dataset(version.id)
+    assert ingested.datasets.latest_id() == version.id
+    stored = ingested.datasets.get(version.id)
     assert stored == version
     fields = {
         m.trajectory_id: (m.decision, m.human, m.masked_steps, m.correction) for m in stored.members
@@ -136,11 +136,11 @@ def test_an_approved_version_is_frozen_with_its_members_review_fields(
     assert fields[corrected.id] == (ReviewDecision.CORRECT, True, (0, 2), CORRECTION)
     assert fields[marked.id] == (ReviewDecision.APPROVE, True, (1,), None)
     assert all(fields[t.id] == (ReviewDecision.APPROVE, False, (), None) for t in rest)
-    assert ingested.dataset_approval(version.id) == approval
-    assert ingested.round_approval(ROUND) == approval
-    assert ingested.round_approval(ROUND_B) is None
+    assert ingested.datasets.approval(version.id) == approval
+    assert ingested.datasets.round_approval(ROUND) == approval
+    assert ingested.datasets.round_approval(ROUND_B) is None
 
-    summary = ingested.dataset_summary(version.id)
+    summary = ingested.datasets.describe(version.id)
     assert summary["approval"] == {
         "decision": "approve",
         "approver": approver,
@@ -165,8 +165,8 @@ def test_a_version_frozen_without_a_decision_has_no_approval_in_its_summary(
     ingested: Catalog, round_trajectories: list[Trajectory]
 ) -> None:
     version = reviewed_version(_train(round_trajectories)[:3])
-    ingested.freeze_dataset(version)
-    summary = ingested.dataset_summary(version.id)
+    ingested.datasets.freeze(version)
+    summary = ingested.datasets.describe(version.id)
     assert summary["approval"] is None
     assert summary["review"] == {
         "corrected": 1,
@@ -174,7 +174,7 @@ def test_a_version_frozen_without_a_decision_has_no_approval_in_its_summary(
         "with_masked_steps": 2,
         "with_correction": 1,
     }
-    assert ingested.dataset_approval(version.id) is None
+    assert ingested.datasets.approval(version.id) is None
 
 
 def test_a_rejected_version_is_not_frozen_but_the_rejection_is_kept(
@@ -183,20 +183,20 @@ def test_a_rejected_version_is_not_frozen_but_the_rejection_is_kept(
     version = reviewed_version(_train(round_trajectories)[:4])
     rejection = decision_on(version, ApprovalDecision.REJECT, comment="too few recoveries")
 
-    assert ingested.decide_dataset(version, rejection) == rejection
+    assert ingested.datasets.decide(version, rejection) == rejection
 
     assert _stored(ingested) == (0, 0, 1)
     with pytest.raises(UnknownIdError, match="unknown dataset id"):
-        ingested.get_dataset(version.id)
+        ingested.datasets.get(version.id)
     with pytest.raises(UnknownIdError, match="unknown dataset id"):
-        ingested.dataset_summary(version.id)
-    assert ingested.latest_dataset_id() is None
-    assert ingested.list_datasets() == []
-    stored = ingested.dataset_approval(version.id)
+        ingested.datasets.describe(version.id)
+    assert ingested.datasets.latest_id() is None
+    assert ingested.datasets.summaries() == []
+    stored = ingested.datasets.approval(version.id)
     assert stored == rejection
     assert stored is not None and not stored.approved
-    assert ingested.round_approval(ROUND) == rejection
-    assert ingested.dataset_approval("ds-nope") is None
+    assert ingested.datasets.round_approval(ROUND) == rejection
+    assert ingested.datasets.approval("ds-nope") is None
 
 
 def test_the_first_decision_on_a_version_stands(
@@ -205,27 +205,27 @@ def test_the_first_decision_on_a_version_stands(
     train = _train(round_trajectories)
     rejected = reviewed_version(train[:4])
     rejection = decision_on(rejected, ApprovalDecision.REJECT)
-    ingested.decide_dataset(rejected, rejection)
+    ingested.datasets.decide(rejected, rejection)
     later = decision_on(rejected, approver="bob", decided_at=DECIDED_AT + timedelta(hours=1))
 
-    assert ingested.decide_dataset(rejected, later) == rejection
+    assert ingested.datasets.decide(rejected, later) == rejection
     assert _stored(ingested) == (0, 0, 1)
-    assert ingested.dataset_approval(rejected.id) == rejection
+    assert ingested.datasets.approval(rejected.id) == rejection
     with pytest.raises(UnknownIdError):
-        ingested.get_dataset(rejected.id)
+        ingested.datasets.get(rejected.id)
 
     approved = reviewed_version(train[4:9])
     approval = decision_on(approved, approver="carol", automatic=False)
-    ingested.decide_dataset(approved, approval)
-    before = ingested.dataset_summary(approved.id)
+    ingested.datasets.decide(approved, approval)
+    before = ingested.datasets.describe(approved.id)
     again = decision_on(approved, ApprovalDecision.REJECT, approver="auto", automatic=True)
 
-    assert ingested.decide_dataset(approved, again) == approval
-    assert ingested.decide_dataset(approved, approval) == approval
+    assert ingested.datasets.decide(approved, again) == approval
+    assert ingested.datasets.decide(approved, approval) == approval
     assert _stored(ingested) == (1, 5, 2)
-    assert ingested.dataset_approval(approved.id) == approval
-    assert ingested.dataset_summary(approved.id) == before
-    assert ingested.get_dataset(approved.id) == approved
+    assert ingested.datasets.approval(approved.id) == approval
+    assert ingested.datasets.describe(approved.id) == before
+    assert ingested.datasets.get(approved.id) == approved
 
 
 @pytest.mark.parametrize(
@@ -249,15 +249,15 @@ def test_an_approval_of_other_content_is_refused_and_nothing_is_stored(
     wrong = decision_on(version, decision, **mismatch)
 
     with pytest.raises(InvalidInputError, match=r"^approval: ") as raised:
-        ingested.decide_dataset(version, wrong)
+        ingested.datasets.decide(version, wrong)
 
     assert raised.value.field == "approval"
     assert _stored(ingested) == (0, 0, 0)
-    assert ingested.dataset_approval(version.id) is None
-    assert ingested.round_approval(ROUND) is None
+    assert ingested.datasets.approval(version.id) is None
+    assert ingested.datasets.round_approval(ROUND) is None
     # the refusal left no decision behind: the right one is still the first
     right = decision_on(version, decision)
-    assert ingested.decide_dataset(version, right) == right
+    assert ingested.datasets.decide(version, right) == right
 
 
 def test_a_version_with_a_development_member_stores_no_approval(
@@ -267,14 +267,14 @@ def test_a_version_with_a_development_member_stores_no_approval(
     version = reviewed_version([*_train(round_trajectories)[:3], dev])
 
     with pytest.raises(InvalidInputError, match=rf"development tasks.*{dev.id}"):
-        ingested.decide_dataset(version, decision_on(version))
+        ingested.datasets.decide(version, decision_on(version))
 
     assert _stored(ingested) == (0, 0, 0)
-    assert ingested.dataset_approval(version.id) is None
-    assert ingested.round_approval(ROUND) is None
+    assert ingested.datasets.approval(version.id) is None
+    assert ingested.datasets.round_approval(ROUND) is None
     # no decision stood, so the version can still be rejected
     rejection = decision_on(version, ApprovalDecision.REJECT)
-    assert ingested.decide_dataset(version, rejection) == rejection
+    assert ingested.datasets.decide(version, rejection) == rejection
     assert _stored(ingested) == (0, 0, 1)
 
 
@@ -286,11 +286,11 @@ def test_the_latest_decision_of_a_round_is_its_approval(
     second = reviewed_version(train[4:8])
     rejection = decision_on(first, ApprovalDecision.REJECT)
     approval = decision_on(second, decided_at=DECIDED_AT + timedelta(minutes=5))
-    ingested.decide_dataset(second, approval)
-    ingested.decide_dataset(first, rejection)
+    ingested.datasets.decide(second, approval)
+    ingested.datasets.decide(first, rejection)
 
-    assert ingested.round_approval(ROUND) == approval
-    assert ingested.dataset_approval(first.id) == rejection
+    assert ingested.datasets.round_approval(ROUND) == approval
+    assert ingested.datasets.approval(first.id) == rejection
 
 
 def test_approvals_survive_reopening(tmp_path: Path, round_trajectories: list[Trajectory]) -> None:
@@ -300,14 +300,15 @@ def test_approvals_survive_reopening(tmp_path: Path, round_trajectories: list[Tr
     approval = decision_on(approved)
     rejection = decision_on(rejected, ApprovalDecision.REJECT)
     with Catalog.open(path) as catalog:
-        catalog.ingest_shards(write_shards(round_trajectories, tmp_path / "shards"))
-        catalog.decide_dataset(approved, approval)
-        catalog.decide_dataset(rejected, rejection)
+        catalog.trajectories.ingest(write_shards(round_trajectories, tmp_path / "shards"))
+        catalog.datasets.decide(approved, approval)
+        catalog.datasets.decide(rejected, rejection)
     with Catalog.open(path, read_only=True) as reader:
-        assert reader.get_dataset(approved.id) == approved
-        assert reader.dataset_approval(approved.id) == approval
-        assert reader.round_approval(ROUND_B) == rejection
-        assert reader.dataset_summary(approved.id)["approval"]["approver"] == "ann"
+        assert reader.datasets.get(approved.id) == approved
+        assert reader.datasets.approval(approved.id) == approval
+        assert reader.datasets.round_approval(ROUND_B) == rejection
+        described = reader.datasets.describe(approved.id)["approval"]
+        assert described is not None and described["approver"] == "ann"
 
 
 def test_a_version_frozen_before_members_carried_reviews_still_loads(
@@ -357,9 +358,9 @@ def test_a_version_frozen_before_members_carried_reviews_still_loads(
             )
 
     with Catalog.open(path) as catalog:
-        assert catalog.get_dataset(old_id) == version
-        assert catalog.dataset_summary(old_id)["review"]["human"] == 0
-        assert catalog.dataset_approval(old_id) is None
+        assert catalog.datasets.get(old_id) == version
+        assert catalog.datasets.describe(old_id)["review"]["human"] == 0
+        assert catalog.datasets.approval(old_id) is None
     reviewed = reviewed_version(_train(round_trajectories)[:3])
     assert reviewed.id != version.id
 
@@ -386,7 +387,7 @@ def pending(ingested: Catalog, round_trajectories: list[Trajectory]) -> list[Tra
     """Five trajectories of round A (by id) whose curation is stored, as is the curation
     of three that are not carried over."""
     chosen = _by_id(round_trajectories)[:8]
-    ingested.add_curations([curation(t) for t in chosen])
+    ingested.reviews.add_curations([curation(t) for t in chosen])
     return chosen[:5]
 
 
@@ -398,59 +399,63 @@ def test_carried_items_are_taken_up_by_a_later_round_through_the_same_gate(
     ingested: Catalog, pending: list[Trajectory]
 ) -> None:
     ids = _ids(pending)
-    assert ingested.carry_over(ROUND, GATE, list(reversed(ids))) == 5
-    assert ingested.carry_over(ROUND, GATE, ids) == 0
-    assert ingested.carry_over(ROUND, GATE, [ids[0], ids[0], ids[3]]) == 0
+    assert ingested.reviews.carry_over(ROUND, GATE, list(reversed(ids))) == 5
+    assert ingested.reviews.carry_over(ROUND, GATE, ids) == 0
+    assert ingested.reviews.carry_over(ROUND, GATE, [ids[0], ids[0], ids[3]]) == 0
     assert ingested.stats()["carry_over"] == 5
 
-    carried = ingested.carried_into(ROUND_B, GATE)
+    carried = ingested.reviews.carried_into(ROUND_B, GATE)
     assert carried.trajectories == pending
     assert carried.curations == [curation(t) for t in pending]
     assert carried.from_round == dict.fromkeys(ids, ROUND)
 
     for round_id, gate in [(ROUND_B, "auto"), (ROUND, GATE)]:
-        nothing = ingested.carried_into(round_id, gate)
+        nothing = ingested.reviews.carried_into(round_id, gate)
         assert (nothing.trajectories, nothing.curations, nothing.from_round) == ([], [], {})
 
-    assert ingested.carried_out_of(ROUND) == ingested.carried_out_of(ROUND, open_only=True) == 5
-    assert ingested.carried_out_of(ROUND_B) == 0
-    assert ingested.settled_into(ROUND_B) == []
+    assert (
+        ingested.reviews.carried_out_of(ROUND)
+        == ingested.reviews.carried_out_of(ROUND, open_only=True)
+        == 5
+    )
+    assert ingested.reviews.carried_out_of(ROUND_B) == 0
+    assert ingested.reviews.settled_into(ROUND_B) == []
 
 
 def test_settled_items_stay_with_the_round_that_settled_them(
     ingested: Catalog, pending: list[Trajectory]
 ) -> None:
     a, b, c, d, e = pending
-    ingested.carry_over(ROUND, GATE, _ids(pending))
+    ingested.reviews.carry_over(ROUND, GATE, _ids(pending))
 
-    assert ingested.settle_carry_over(ROUND_B, [b.id, a.id, a.id]) == 2
+    assert ingested.reviews.settle_carry_over(ROUND_B, [b.id, a.id, a.id]) == 2
 
-    assert ingested.settled_into(ROUND_B) == [a, b]
-    assert ingested.settled_into(ROUND) == []
-    assert ingested.settled_into(ROUND_C) == []
-    rerun = ingested.carried_into(ROUND_B, GATE)
+    assert ingested.reviews.settled_into(ROUND_B) == [a, b]
+    assert ingested.reviews.settled_into(ROUND) == []
+    assert ingested.reviews.settled_into(ROUND_C) == []
+    rerun = ingested.reviews.carried_into(ROUND_B, GATE)
     assert rerun.trajectories == pending
     assert rerun.from_round == dict.fromkeys(_ids(pending), ROUND)
-    later = ingested.carried_into(ROUND_C, GATE)
+    later = ingested.reviews.carried_into(ROUND_C, GATE)
     assert later.trajectories == [c, d, e]
     assert later.curations == [curation(t) for t in (c, d, e)]
     assert later.from_round == dict.fromkeys(_ids([c, d, e]), ROUND)
-    assert ingested.carried_out_of(ROUND) == 5
-    assert ingested.carried_out_of(ROUND, open_only=True) == 3
+    assert ingested.reviews.carried_out_of(ROUND) == 5
+    assert ingested.reviews.carried_out_of(ROUND, open_only=True) == 3
 
-    assert ingested.settle_carry_over(ROUND_B, [a.id, b.id]) == 0
-    assert ingested.settle_carry_over(ROUND_C, [a.id, c.id]) == 1
-    assert ingested.settle_carry_over(ROUND_C, ["traj-never-carried"]) == 0
+    assert ingested.reviews.settle_carry_over(ROUND_B, [a.id, b.id]) == 0
+    assert ingested.reviews.settle_carry_over(ROUND_C, [a.id, c.id]) == 1
+    assert ingested.reviews.settle_carry_over(ROUND_C, ["traj-never-carried"]) == 0
 
-    assert ingested.settled_into(ROUND_B) == [a, b]
-    assert ingested.settled_into(ROUND_C) == [c]
-    assert ingested.carried_into(ROUND_B, GATE).trajectories == [a, b, d, e]
-    assert ingested.carried_into(ROUND_C, GATE).trajectories == [c, d, e]
-    assert ingested.carried_into("round-d", GATE).trajectories == [d, e]
-    assert ingested.carried_out_of(ROUND) == 5
-    assert ingested.carried_out_of(ROUND, open_only=True) == 2
-    assert ingested.carry_over(ROUND_B, GATE, [a.id, c.id]) == 0
-    assert ingested.settled_into(ROUND_B) == [a, b]
+    assert ingested.reviews.settled_into(ROUND_B) == [a, b]
+    assert ingested.reviews.settled_into(ROUND_C) == [c]
+    assert ingested.reviews.carried_into(ROUND_B, GATE).trajectories == [a, b, d, e]
+    assert ingested.reviews.carried_into(ROUND_C, GATE).trajectories == [c, d, e]
+    assert ingested.reviews.carried_into("round-d", GATE).trajectories == [d, e]
+    assert ingested.reviews.carried_out_of(ROUND) == 5
+    assert ingested.reviews.carried_out_of(ROUND, open_only=True) == 2
+    assert ingested.reviews.carry_over(ROUND_B, GATE, [a.id, c.id]) == 0
+    assert ingested.reviews.settled_into(ROUND_B) == [a, b]
 
 
 def test_reviews_of_trajectories_come_across_rounds_in_recorded_order(
@@ -471,28 +476,32 @@ def test_reviews_of_trajectories_come_across_rounds_in_recorded_order(
     auto_first = review(first, ROUND, ReviewDecision.APPROVE, "auto")
     person_first = review(first, ROUND_C, ReviewDecision.CORRECT, "bob")
     unrelated = review(other, ROUND, ReviewDecision.REJECT, "auto")
-    ingested.add_reviews([pending_b])
-    ingested.add_reviews([auto_first, unrelated])
-    ingested.add_reviews([person_first])
+    ingested.reviews.add([pending_b])
+    ingested.reviews.add([auto_first, unrelated])
+    ingested.reviews.add([person_first])
 
-    recorded = ingested.reviews_of_trajectories([first.id, second.id, first.id])
+    recorded = ingested.reviews.of_trajectories([first.id, second.id, first.id])
     assert recorded == [pending_b, auto_first, person_first]
-    assert ingested.reviews_of_trajectories([first.id]) == [auto_first, person_first]
-    assert ingested.reviews_of_trajectories(["traj-unknown"]) == []
+    assert ingested.reviews.of_trajectories([first.id]) == [auto_first, person_first]
+    assert ingested.reviews.of_trajectories(["traj-unknown"]) == []
 
 
 def test_an_empty_id_list_works_everywhere(ingested: Catalog, pending: list[Trajectory]) -> None:
-    assert ingested.carry_over(ROUND, GATE, []) == 0
-    assert ingested.settle_carry_over(ROUND_B, []) == 0
-    assert ingested.reviews_of_trajectories([]) == []
-    assert ingested.settled_into(ROUND_B) == []
-    nothing = ingested.carried_into(ROUND_B, GATE)
+    assert ingested.reviews.carry_over(ROUND, GATE, []) == 0
+    assert ingested.reviews.settle_carry_over(ROUND_B, []) == 0
+    assert ingested.reviews.of_trajectories([]) == []
+    assert ingested.reviews.settled_into(ROUND_B) == []
+    nothing = ingested.reviews.carried_into(ROUND_B, GATE)
     assert (nothing.trajectories, nothing.curations, nothing.from_round) == ([], [], {})
-    assert ingested.carried_out_of(ROUND) == ingested.carried_out_of(ROUND, open_only=True) == 0
+    assert (
+        ingested.reviews.carried_out_of(ROUND)
+        == ingested.reviews.carried_out_of(ROUND, open_only=True)
+        == 0
+    )
 
-    ingested.carry_over(ROUND, GATE, _ids(pending))
-    assert ingested.settle_carry_over(ROUND_B, []) == 0
-    assert ingested.carried_out_of(ROUND, open_only=True) == 5
+    ingested.reviews.carry_over(ROUND, GATE, _ids(pending))
+    assert ingested.reviews.settle_carry_over(ROUND_B, []) == 0
+    assert ingested.reviews.carried_out_of(ROUND, open_only=True) == 5
     assert ingested.stats()["carry_over"] == 5
 
 
@@ -502,13 +511,13 @@ def test_carried_items_survive_reopening(
     path = tmp_path / "catalog.duckdb"
     chosen = _by_id(round_trajectories)[:3]
     with Catalog.open(path) as catalog:
-        catalog.ingest_shards(write_shards(round_trajectories, tmp_path / "shards"))
-        catalog.add_curations([curation(t) for t in chosen])
-        catalog.carry_over(ROUND, GATE, _ids(chosen))
-        catalog.settle_carry_over(ROUND_B, [chosen[0].id])
+        catalog.trajectories.ingest(write_shards(round_trajectories, tmp_path / "shards"))
+        catalog.reviews.add_curations([curation(t) for t in chosen])
+        catalog.reviews.carry_over(ROUND, GATE, _ids(chosen))
+        catalog.reviews.settle_carry_over(ROUND_B, [chosen[0].id])
     with Catalog.open(path, read_only=True) as reader:
-        assert reader.settled_into(ROUND_B) == chosen[:1]
-        carried = reader.carried_into(ROUND_C, GATE)
+        assert reader.reviews.settled_into(ROUND_B) == chosen[:1]
+        carried = reader.reviews.carried_into(ROUND_C, GATE)
         assert carried.trajectories == chosen[1:]
         assert carried.curations == [curation(t) for t in chosen[1:]]
 
@@ -523,6 +532,6 @@ def test_decided_at_is_stored_as_utc(
     # 12:30 in UTC+2 is 10:30 UTC; 11:00 UTC is later although its wall clock is earlier
     first = decision_on(early, decided_at=datetime(2026, 11, 30, 12, 30, tzinfo=DECIDED_AT.tzinfo))
     second = decision_on(late, decided_at=datetime(2026, 11, 30, 11, 0, tzinfo=UTC))
-    ingested.decide_dataset(late, second)
-    ingested.decide_dataset(early, first)
-    assert ingested.round_approval(ROUND) == second
+    ingested.datasets.decide(late, second)
+    ingested.datasets.decide(early, first)
+    assert ingested.datasets.round_approval(ROUND) == second

@@ -1,4 +1,4 @@
-"""``Catalog.diff_datasets``: what changed between two dataset versions."""
+"""``DatasetStore.diff``: what changed between two dataset versions."""
 
 from __future__ import annotations
 
@@ -45,9 +45,9 @@ def test_membership_weights_reviews_composition_and_lineage(
             "human_reviewed": 1,
         }
     )
-    assert ingested.freeze_dataset(first) and ingested.freeze_dataset(second)
+    assert ingested.datasets.freeze(first) and ingested.datasets.freeze(second)
 
-    changes = ingested.diff_datasets(first.id, second.id)
+    changes = ingested.datasets.diff(first.id, second.id)
 
     assert changes["size"] == {"a": 6, "b": 7, "delta": 1}
     membership = changes["members"]
@@ -67,7 +67,7 @@ def test_membership_weights_reviews_composition_and_lineage(
     assert sum(d["b"] for d in difficulty.values()) == 7
     assert all(d["delta"] == d["b"] - d["a"] for d in difficulty.values())
 
-    backwards = ingested.diff_datasets(second.id, first.id)
+    backwards = ingested.datasets.diff(second.id, first.id)
     assert backwards["members"]["added"] == membership["removed"]
     assert backwards["lineage"]["b_descends_from_a"] is False
 
@@ -76,6 +76,6 @@ def test_an_unknown_version_is_named(
     ingested: Catalog, round_trajectories: list[Trajectory]
 ) -> None:
     version = make_version([t for t in round_trajectories if t.task.split is Split.TRAIN][:2])
-    ingested.freeze_dataset(version)
+    ingested.datasets.freeze(version)
     with pytest.raises(UnknownIdError, match="ds-nope"):
-        ingested.diff_datasets(version.id, "ds-nope")
+        ingested.datasets.diff(version.id, "ds-nope")

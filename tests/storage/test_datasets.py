@@ -24,12 +24,12 @@ def test_a_version_is_frozen_once_and_comes_back_equal(
     train = _train(round_trajectories)
     version = make_version(list(reversed(train[:12])))
 
-    assert ingested.freeze_dataset(version) is True
-    assert ingested.freeze_dataset(version) is False
+    assert ingested.datasets.freeze(version) is True
+    assert ingested.datasets.freeze(version) is False
 
-    assert ingested.get_dataset(version.id) == version
-    assert ingested.latest_dataset_id() == version.id
-    (summary,) = ingested.list_datasets()
+    assert ingested.datasets.get(version.id) == version
+    assert ingested.datasets.latest_id() == version.id
+    (summary,) = ingested.datasets.summaries()
     assert (summary.id, summary.size, summary.parent) == (version.id, 12, None)
     assert ingested.stats()["dataset_members"] == 12
 
@@ -38,15 +38,15 @@ def test_the_latest_version_is_the_last_frozen(
     ingested: Catalog, round_trajectories: list[Trajectory]
 ) -> None:
     train = _train(round_trajectories)
-    assert ingested.latest_dataset_id() is None
+    assert ingested.datasets.latest_id() is None
     first = make_version(train[:5])
     second = make_version(train[5:9], round_id="round-b", parent=first.id)
-    ingested.freeze_dataset(first)
-    ingested.freeze_dataset(second)
-    ingested.freeze_dataset(first)
-    assert ingested.latest_dataset_id() == second.id
-    assert [d.id for d in ingested.list_datasets()] == [first.id, second.id]
-    assert ingested.list_datasets()[1].parent == first.id
+    ingested.datasets.freeze(first)
+    ingested.datasets.freeze(second)
+    ingested.datasets.freeze(first)
+    assert ingested.datasets.latest_id() == second.id
+    assert [d.id for d in ingested.datasets.summaries()] == [first.id, second.id]
+    assert ingested.datasets.summaries()[1].parent == first.id
 
 
 def test_a_version_with_a_development_task_is_refused(
@@ -57,20 +57,20 @@ def test_a_version_with_a_development_task_is_refused(
     with pytest.raises(
         InvalidInputError, match=rf"development tasks.*{dev.id} \(task {dev.task.id}\)"
     ):
-        ingested.freeze_dataset(version)
+        ingested.datasets.freeze(version)
     assert ingested.stats()["dataset_versions"] == ingested.stats()["dataset_members"] == 0
-    assert ingested.latest_dataset_id() is None
+    assert ingested.datasets.latest_id() is None
 
 
 def test_a_version_of_unknown_trajectories_is_refused(
     catalog: Catalog, round_trajectories: list[Trajectory]
 ) -> None:
     with pytest.raises(UnknownIdError, match="unknown trajectory id"):
-        catalog.freeze_dataset(make_version(_train(round_trajectories)[:2]))
+        catalog.datasets.freeze(make_version(_train(round_trajectories)[:2]))
     with pytest.raises(UnknownIdError, match="unknown dataset id 'ds-nope'"):
-        catalog.get_dataset("ds-nope")
+        catalog.datasets.get("ds-nope")
     with pytest.raises(UnknownIdError, match="unknown dataset id"):
-        catalog.dataset_summary("ds-nope")
+        catalog.datasets.describe("ds-nope")
 
 
 def test_a_member_must_name_its_trajectory_s_task(
@@ -82,10 +82,10 @@ def test_a_member_must_name_its_trajectory_s_task(
         update={"members": (version.members[0].model_copy(update={"task_id": second.task.id}),)}
     )
     with pytest.raises(InvalidInputError, match=f"{first.id} is a trajectory of {first.task.id}"):
-        ingested.freeze_dataset(wrong)
+        ingested.datasets.freeze(wrong)
     twice = make_version([first, first])
     with pytest.raises(InvalidInputError, match="more than once"):
-        ingested.freeze_dataset(twice)
+        ingested.datasets.freeze(twice)
 
 
 def test_a_failure_half_way_stores_no_members(
@@ -96,7 +96,7 @@ def test_a_failure_half_way_stores_no_members(
 
     monkeypatch.setattr(datasets_module, "dataset_record_json", fail)
     with pytest.raises(RuntimeError, match="crash after"):
-        ingested.freeze_dataset(make_version(_train(round_trajectories)[:4]))
+        ingested.datasets.freeze(make_version(_train(round_trajectories)[:4]))
     assert ingested.stats()["dataset_members"] == 0
 
 
@@ -105,9 +105,9 @@ def test_the_summary_counts_members_per_capability_difficulty_and_outcome(
 ) -> None:
     members = _train(round_trajectories)
     version = make_version(members)
-    ingested.freeze_dataset(version)
+    ingested.datasets.freeze(version)
 
-    summary = ingested.dataset_summary(version.id)
+    summary = ingested.datasets.describe(version.id)
 
     outcomes = Counter(
         "recovery"
@@ -147,7 +147,7 @@ def test_datasets_survive_reopening(tmp_path: Path, round_trajectories: list[Tra
     path = tmp_path / "catalog.duckdb"
     version = make_version(_train(round_trajectories)[:3])
     with Catalog.open(path) as catalog:
-        catalog.ingest_shards(write_shards(round_trajectories, tmp_path / "shards"))
-        catalog.freeze_dataset(version)
+        catalog.trajectories.ingest(write_shards(round_trajectories, tmp_path / "shards"))
+        catalog.datasets.freeze(version)
     with Catalog.open(path, read_only=True) as reader:
-        assert reader.get_dataset(version.id) == version
+        assert reader.datasets.get(version.id) == version

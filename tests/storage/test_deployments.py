@@ -54,11 +54,11 @@ def three(ingested: Catalog, round_trajectories: list[Trajectory]) -> list[Model
     """Three registered checkpoints (r1, r2, r3) of one frozen dataset version."""
     train = [t for t in round_trajectories if t.task.split is Split.TRAIN]
     version: DatasetVersion = make_version(train[:6])
-    ingested.freeze_dataset(version)
+    ingested.datasets.freeze(version)
     found = []
     for n in (1, 2, 3):
         model = _model(version.id, n)
-        assert ingested.register_model(model)
+        assert ingested.models.register(model)
         found.append(model)
     return found
 
@@ -107,11 +107,11 @@ def _deployment(
 
 
 def _ids(catalog: Catalog) -> dict[str, str]:
-    return {alias.value: model.id for alias, model in catalog.aliases().items()}
+    return {alias.value: model.id for alias, model in catalog.models.aliases().items()}
 
 
 def _state(catalog: Catalog) -> tuple[dict[str, str], list[AliasChange], list[DeploymentRecord]]:
-    return _ids(catalog), catalog.alias_history(), catalog.deployments()
+    return _ids(catalog), catalog.models.alias_history(), catalog.models.deployments()
 
 
 def test_a_deployment_is_stored_once_and_comes_back_equal(
@@ -127,18 +127,20 @@ def test_a_deployment_is_stored_once_and_comes_back_equal(
         approver="ana",
     )
     assert record.id.startswith("dep-")
-    assert ingested.latest_deployment() is None and ingested.deployments() == []
+    assert ingested.models.latest_deployment() is None and ingested.models.deployments() == []
 
-    assert ingested.record_deployment(record) == ()
+    assert ingested.models.record_deployment(record) == ()
     # the same content again, even read back from JSON, is the same deployment
-    assert ingested.record_deployment(DeploymentRecord.from_json(record.to_json())) == ()
+    assert ingested.models.record_deployment(DeploymentRecord.from_json(record.to_json())) == ()
 
     assert ingested.stats()["deployments"] == 1
-    stored = ingested.deployment(record.id)
+    stored = ingested.models.deployment(record.id)
     assert stored == record
     assert stored.harness == HARNESS and stored.created_at == _at(0)
-    assert ingested.deployments() == [record] and ingested.latest_deployment() == record
-    assert ingested.aliases() == {}
+    assert (
+        ingested.models.deployments() == [record] and ingested.models.latest_deployment() == record
+    )
+    assert ingested.models.aliases() == {}
 
 
 def test_a_promotion_record_promotes_its_candidate_and_names_itself_in_the_history(
@@ -146,7 +148,7 @@ def test_a_promotion_record_promotes_its_candidate_and_names_itself_in_the_histo
 ) -> None:
     r1, r2, _ = three
     first = _deployment(PROMOTED, r1, None, hours=1, reasons=("first deployment",))
-    assert ingested.record_deployment(first) == (
+    assert ingested.models.record_deployment(first) == (
         AliasChange(
             alias=CHAMPION,
             model_id=r1.id,
@@ -156,9 +158,9 @@ def test_a_promotion_record_promotes_its_candidate_and_names_itself_in_the_histo
         ),
     )
 
-    ingested.set_alias(CANDIDATE, r2.id, reason="proposed", at=_at(2))
+    ingested.models.set_alias(CANDIDATE, r2.id, reason="proposed", at=_at(2))
     second = _deployment(PROMOTED, r2, r1, hours=3)
-    changes = ingested.record_deployment(second)
+    changes = ingested.models.record_deployment(second)
     assert [(c.alias, c.model_id) for c in changes] == [
         (PREVIOUS, r1.id),
         (CHAMPION, r2.id),
@@ -167,15 +169,18 @@ def test_a_promotion_record_promotes_its_candidate_and_names_itself_in_the_histo
     assert {(c.deployment_id, c.reason, c.changed_at) for c in changes} == {
         (second.id, second.reasons[0], _at(3))
     }
-    assert ingested.aliases() == {CHAMPION: r2, PREVIOUS: r1}
-    assert ingested.alias_history()[-3:] == list(changes)
-    assert [c.deployment_id for c in ingested.alias_history(CHAMPION)] == [first.id, second.id]
-    assert ingested.deployments() == [second, first]
+    assert ingested.models.aliases() == {CHAMPION: r2, PREVIOUS: r1}
+    assert ingested.models.alias_history()[-3:] == list(changes)
+    assert [c.deployment_id for c in ingested.models.alias_history(CHAMPION)] == [
+        first.id,
+        second.id,
+    ]
+    assert ingested.models.deployments() == [second, first]
 
     # the same record again changes nothing, though its champion is no longer the champion
     before = _state(ingested)
-    assert ingested.record_deployment(second) == ()
-    assert ingested.record_deployment(first) == ()
+    assert ingested.models.record_deployment(second) == ()
+    assert ingested.models.record_deployment(first) == ()
     assert _state(ingested) == before
 
 
@@ -187,16 +192,16 @@ def test_a_deployment_that_keeps_the_champion_changes_no_alias(
     ingested: Catalog, three: list[ModelRecord], decision: DeploymentDecision
 ) -> None:
     r1, r2, r3 = three
-    ingested.record_deployment(_deployment(PROMOTED, r1, None, hours=1))
-    ingested.record_deployment(_deployment(PROMOTED, r2, r1, hours=2))
-    ingested.set_alias(CANDIDATE, r3.id, reason="proposed", at=_at(3))
-    aliases, history = _ids(ingested), ingested.alias_history()
+    ingested.models.record_deployment(_deployment(PROMOTED, r1, None, hours=1))
+    ingested.models.record_deployment(_deployment(PROMOTED, r2, r1, hours=2))
+    ingested.models.set_alias(CANDIDATE, r3.id, reason="proposed", at=_at(3))
+    aliases, history = _ids(ingested), ingested.models.alias_history()
 
     record = _deployment(decision, r3, r2, hours=4, overall_gain=-0.12)
-    assert ingested.record_deployment(record) == ()
+    assert ingested.models.record_deployment(record) == ()
 
-    assert (_ids(ingested), ingested.alias_history()) == (aliases, history)
-    assert ingested.latest_deployment() == record
+    assert (_ids(ingested), ingested.models.alias_history()) == (aliases, history)
+    assert ingested.models.latest_deployment() == record
     assert record.served_id == r2.id
 
 
@@ -205,11 +210,11 @@ def test_a_rollback_record_restores_the_previous_champion(
 ) -> None:
     r1, r2, r3 = three
     for hours, (candidate, champion) in enumerate(((r1, None), (r2, r1), (r3, r2))):
-        ingested.record_deployment(_deployment(PROMOTED, candidate, champion, hours=hours))
+        ingested.models.record_deployment(_deployment(PROMOTED, candidate, champion, hours=hours))
     assert _ids(ingested) == {"champion": r3.id, "previous": r2.id}
 
     back = _deployment(ROLLED_BACK, r2, r3, hours=5, reasons=("r3 regressed",), rule={})
-    changes = ingested.record_deployment(back)
+    changes = ingested.models.record_deployment(back)
 
     assert changes == (
         AliasChange(
@@ -227,29 +232,29 @@ def test_a_rollback_record_restores_the_previous_champion(
             deployment_id=back.id,
         ),
     )
-    assert ingested.aliases() == {CHAMPION: r2, PREVIOUS: r1}
-    assert ingested.latest_deployment() == back
+    assert ingested.models.aliases() == {CHAMPION: r2, PREVIOUS: r1}
+    assert ingested.models.latest_deployment() == back
 
 
 def test_a_rollback_record_that_names_another_model_than_previous_is_refused(
     ingested: Catalog, three: list[ModelRecord]
 ) -> None:
     r1, r2, r3 = three
-    ingested.record_deployment(_deployment(PROMOTED, r1, None, hours=1))
-    ingested.record_deployment(_deployment(PROMOTED, r2, r1, hours=2))
+    ingested.models.record_deployment(_deployment(PROMOTED, r1, None, hours=1))
+    ingested.models.record_deployment(_deployment(PROMOTED, r2, r1, hours=2))
     before = _state(ingested)
 
     with pytest.raises(InvalidInputError) as refused:
-        ingested.record_deployment(_deployment(ROLLED_BACK, r3, r2, hours=3))
+        ingested.models.record_deployment(_deployment(ROLLED_BACK, r3, r2, hours=3))
     assert refused.value.field == "candidate_id"
     assert f"restores the previous champion {r1.id!r}" in str(refused.value)
     assert _state(ingested) == before
 
     # with no previous champion at all, the rollback itself refuses
-    ingested.record_deployment(_deployment(ROLLED_BACK, r1, r2, hours=4))
+    ingested.models.record_deployment(_deployment(ROLLED_BACK, r1, r2, hours=4))
     before = _state(ingested)
     with pytest.raises(InvalidInputError) as refused:
-        ingested.record_deployment(_deployment(ROLLED_BACK, r2, r1, hours=5))
+        ingested.models.record_deployment(_deployment(ROLLED_BACK, r2, r1, hours=5))
     assert refused.value.field == "previous"
     assert _state(ingested) == before
 
@@ -259,14 +264,14 @@ def test_a_deployment_decided_against_a_stale_champion_is_refused(
 ) -> None:
     """Two deployments read the same champion; the second to record is refused."""
     r1, r2, r3 = three
-    ingested.record_deployment(_deployment(PROMOTED, r1, None, hours=1))
+    ingested.models.record_deployment(_deployment(PROMOTED, r1, None, hours=1))
     ours = _deployment(PROMOTED, r3, r1, hours=3)
-    ingested.record_deployment(_deployment(PROMOTED, r2, r1, hours=2))  # came first
+    ingested.models.record_deployment(_deployment(PROMOTED, r2, r1, hours=2))  # came first
     before = _state(ingested)
 
     for stale in (ours, _deployment(REFUSED, r3, None, hours=4)):
         with pytest.raises(InvalidInputError) as refused:
-            ingested.record_deployment(stale)
+            ingested.models.record_deployment(stale)
         assert refused.value.field == "champion_id"
         assert "the champion changed since" in str(refused.value)
         assert repr(r2.id) in str(refused.value)
@@ -278,13 +283,13 @@ def test_an_unregistered_model_is_refused_by_name(
     ingested: Catalog, three: list[ModelRecord], field: str
 ) -> None:
     r1, r2, _ = three
-    ingested.record_deployment(_deployment(PROMOTED, r1, None, hours=1))
+    ingested.models.record_deployment(_deployment(PROMOTED, r1, None, hours=1))
     before = _state(ingested)
     ghost = _model("ds-nothing", 9)
     candidate, champion = (ghost, r1) if field == "candidate_id" else (r2, ghost)
 
     with pytest.raises(InvalidInputError) as refused:
-        ingested.record_deployment(_deployment(PROMOTED, candidate, champion, hours=2))
+        ingested.models.record_deployment(_deployment(PROMOTED, candidate, champion, hours=2))
 
     assert refused.value.field == field
     assert f"{ghost.id!r} is not a registered model in the catalog" in str(refused.value)
@@ -309,9 +314,9 @@ def test_a_failure_half_way_leaves_no_record_and_no_alias_change(
     """The record and its alias changes are one transaction: a failure after the record
     and the first alias were written undoes both."""
     r1, r2, r3 = three
-    ingested.record_deployment(_deployment(PROMOTED, r1, None, hours=1))
-    ingested.record_deployment(_deployment(PROMOTED, r2, r1, hours=2))
-    ingested.set_alias(CANDIDATE, r3.id, reason="proposed", at=_at(3))
+    ingested.models.record_deployment(_deployment(PROMOTED, r1, None, hours=1))
+    ingested.models.record_deployment(_deployment(PROMOTED, r2, r1, hours=2))
+    ingested.models.set_alias(CANDIDATE, r3.id, reason="proposed", at=_at(3))
     before = _state(ingested)
     record = _deployment(decision, three[candidate], three[champion], hours=4)
     inserted: list[str] = []
@@ -328,15 +333,15 @@ def test_a_failure_half_way_leaves_no_record_and_no_alias_change(
     monkeypatch.setattr(deployments_module, "insert", spy_insert)
     monkeypatch.setattr(models_module, "write_alias", fail_after)
     with pytest.raises(RuntimeError, match="disk full"):
-        ingested.record_deployment(record)
+        ingested.models.record_deployment(record)
     assert inserted == [record.id]  # the record was written before the failure
     assert _state(ingested) == before
     with pytest.raises(InvalidInputError):
-        ingested.deployment(record.id)
+        ingested.models.deployment(record.id)
 
     monkeypatch.undo()
-    assert len(ingested.record_deployment(record)) >= 2
-    assert ingested.latest_deployment() == record
+    assert len(ingested.models.record_deployment(record)) >= 2
+    assert ingested.models.latest_deployment() == record
 
 
 def test_deployments_are_listed_newest_first(ingested: Catalog, three: list[ModelRecord]) -> None:
@@ -348,18 +353,18 @@ def test_deployments_are_listed_newest_first(ingested: Catalog, three: list[Mode
         REFUSED, r1, None, created_at=_at(3).astimezone(timezone(timedelta(hours=2)))
     )
     for record in (later, earlier, middle):
-        ingested.record_deployment(record)
+        ingested.models.record_deployment(record)
 
-    assert ingested.deployments() == [later, middle, earlier]
-    assert ingested.deployments(limit=2) == [later, middle]
-    assert ingested.deployments(limit=0) == []
-    assert ingested.latest_deployment() == later
+    assert ingested.models.deployments() == [later, middle, earlier]
+    assert ingested.models.deployments(limit=2) == [later, middle]
+    assert ingested.models.deployments(limit=0) == []
+    assert ingested.models.latest_deployment() == later
 
     twin = _deployment(REFUSED, r1, None, hours=5, reasons=("recorded last",))
-    ingested.record_deployment(twin)
-    assert ingested.latest_deployment() == twin
+    ingested.models.record_deployment(twin)
+    assert ingested.models.latest_deployment() == twin
     with pytest.raises(InvalidInputError) as refused:
-        ingested.deployments(limit=-1)
+        ingested.models.deployments(limit=-1)
     assert refused.value.field == "limit"
 
 
@@ -367,11 +372,11 @@ def test_an_unknown_deployment_is_refused_naming_the_recent_ones(
     ingested: Catalog, three: list[ModelRecord]
 ) -> None:
     with pytest.raises(InvalidInputError, match=r"^deployment_id: .*the catalog has none yet"):
-        ingested.deployment("dep-nothing")
+        ingested.models.deployment("dep-nothing")
     record = _deployment(REFUSED, three[0], None)
-    ingested.record_deployment(record)
+    ingested.models.record_deployment(record)
     with pytest.raises(InvalidInputError) as refused:
-        ingested.deployment("dep-nothing")
+        ingested.models.deployment("dep-nothing")
     assert refused.value.field == "deployment_id"
     assert f"most recent: {record.id}" in str(refused.value)
 
@@ -380,13 +385,13 @@ def test_a_read_only_catalog_refuses_a_deployment_but_reads_them(
     ingested: Catalog, three: list[ModelRecord]
 ) -> None:
     record = _deployment(PROMOTED, three[0], None)
-    ingested.record_deployment(record)
+    ingested.models.record_deployment(record)
     with Catalog.open(ingested.path, read_only=True) as reader:
         with pytest.raises(CatalogError, match="read-only"):
-            reader.record_deployment(_deployment(PROMOTED, three[1], three[0]))
-        assert reader.deployments() == [record]
-        assert reader.deployment(record.id) == record
-        assert reader.aliases() == {CHAMPION: three[0]}
+            reader.models.record_deployment(_deployment(PROMOTED, three[1], three[0]))
+        assert reader.models.deployments() == [record]
+        assert reader.models.deployment(record.id) == record
+        assert reader.models.aliases() == {CHAMPION: three[0]}
 
 
 def test_the_id_is_derived_from_the_content() -> None:
@@ -476,12 +481,12 @@ def test_a_version_6_catalog_is_upgraded_and_records_deployments(tmp_path: Path)
 
     with Catalog.open(path) as catalog:
         assert catalog.stats()["deployments"] == 0
-        assert catalog.aliases() == {CHAMPION: r1}
-        assert [c.reason for c in catalog.alias_history()] == ["old"]
+        assert catalog.models.aliases() == {CHAMPION: r1}
+        assert [c.reason for c in catalog.models.alias_history()] == ["old"]
         promoted = _deployment(PROMOTED, r2, r1)
-        catalog.record_deployment(promoted)
-        assert catalog.aliases() == {CHAMPION: r2, PREVIOUS: r1}
-        assert catalog.deployments() == [promoted]
+        catalog.models.record_deployment(promoted)
+        assert catalog.models.aliases() == {CHAMPION: r2, PREVIOUS: r1}
+        assert catalog.models.deployments() == [promoted]
 
     with duckdb.connect(str(path)) as con:
         assert schema_version(con) == SCHEMA_VERSION == 7

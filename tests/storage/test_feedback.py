@@ -38,9 +38,9 @@ def _task_rows(catalog: Catalog) -> list[tuple[Any, ...]]:
 def test_a_report_round_trips_with_one_row_per_task(catalog: Catalog) -> None:
     report = parse_feedback_report(EXAMPLE.read_bytes())
 
-    assert catalog.add_feedback(report) is True
+    assert catalog.feedback.add(report) is True
 
-    assert catalog.get_feedback(report.id) == report
+    assert catalog.feedback.get(report.id) == report
     stats = catalog.stats()
     assert (stats["feedback_reports"], stats["feedback_tasks"]) == (1, 5)
     rows = _task_rows(catalog)
@@ -48,7 +48,7 @@ def test_a_report_round_trips_with_one_row_per_task(catalog: Catalog) -> None:
     grounding = next(r for r in rows if r[1] == "fp-b13d180c0f3fd56dd192")
     assert grounding[2:5] == (8, 0, 0.61)
     assert json.loads(grounding[5]) == {"argument_grounding": 6, "premature_termination": 1}
-    (summary,) = catalog.list_feedback()
+    (summary,) = catalog.feedback.summaries()
     assert summary.id == report.id
     assert summary.source is FeedbackSource.TRAINER
     assert (summary.model, summary.tasks, summary.overall) == ("mobile-planner-r1", 5, 0.682)
@@ -58,28 +58,28 @@ def test_a_report_round_trips_with_one_row_per_task(catalog: Catalog) -> None:
 
 def test_ingesting_the_same_report_again_stores_nothing(catalog: Catalog) -> None:
     report = _report()
-    assert catalog.add_feedback(report) is True
+    assert catalog.feedback.add(report) is True
     before = catalog.stats()
 
     # the same content read again, even written differently, is the same report
-    assert catalog.add_feedback(parse_feedback_report(report.to_json())) is False
-    assert catalog.add_feedback(_report()) is False
+    assert catalog.feedback.add(parse_feedback_report(report.to_json())) is False
+    assert catalog.feedback.add(_report()) is False
 
     assert catalog.stats() == before
-    assert len(catalog.list_feedback()) == 1
+    assert len(catalog.feedback.summaries()) == 1
 
 
 def test_a_report_without_tasks_or_optional_fields_is_stored(catalog: Catalog) -> None:
     report = _report(tasks=[], source="deployment", model=None, overall=None)
-    assert catalog.add_feedback(report) is True
-    assert catalog.get_feedback(report.id) == report
-    (summary,) = catalog.list_feedback()
+    assert catalog.feedback.add(report) is True
+    assert catalog.feedback.get(report.id) == report
+    (summary,) = catalog.feedback.summaries()
     assert (summary.tasks, summary.overall, summary.model) == (0, None, None)
 
 
 def test_the_latest_report_is_the_last_created_then_the_last_stored(catalog: Catalog) -> None:
-    assert catalog.latest_feedback() is None
-    assert catalog.list_feedback() == []
+    assert catalog.feedback.latest() is None
+    assert catalog.feedback.summaries() == []
     start = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
     newer = _report(created_at=(start + timedelta(days=2)).isoformat(), notes="newer")
     older = _report(created_at=start.isoformat(), notes="older")
@@ -87,27 +87,27 @@ def test_the_latest_report_is_the_last_created_then_the_last_stored(catalog: Cat
     middle = _report(created_at="2026-11-02T11:00:00+02:00", notes="middle")
 
     for report in (newer, older, middle):
-        catalog.add_feedback(report)
+        catalog.feedback.add(report)
 
-    assert catalog.latest_feedback() == newer
-    assert [s.id for s in catalog.list_feedback()] == [older.id, middle.id, newer.id]
+    assert catalog.feedback.latest() == newer
+    assert [s.id for s in catalog.feedback.summaries()] == [older.id, middle.id, newer.id]
 
     twin = _report(created_at=newer.created_at.isoformat(), notes="a twin, stored later")
-    catalog.add_feedback(twin)
-    assert catalog.latest_feedback() == twin
-    catalog.add_feedback(newer)  # stored before: changes nothing
-    assert catalog.latest_feedback() == twin
+    catalog.feedback.add(twin)
+    assert catalog.feedback.latest() == twin
+    catalog.feedback.add(newer)  # stored before: changes nothing
+    assert catalog.feedback.latest() == twin
 
 
 def test_an_unknown_id_lists_the_recent_ones(catalog: Catalog) -> None:
     with pytest.raises(UnknownIdError, match="the catalog has no feedback report yet"):
-        catalog.get_feedback("fb-nothing")
+        catalog.feedback.get("fb-nothing")
     report = _report()
-    catalog.add_feedback(report)
+    catalog.feedback.add(report)
     with pytest.raises(
         UnknownIdError, match=f"unknown feedback report id 'fb-nothing'; most recent: {report.id}"
     ):
-        catalog.get_feedback("fb-nothing")
+        catalog.feedback.get("fb-nothing")
 
 
 def _broken(change: Any) -> bytes:
@@ -145,11 +145,11 @@ def _broken(change: Any) -> bytes:
 def test_a_malformed_report_is_refused_and_nothing_is_stored(
     catalog: Catalog, text: bytes, field: str
 ) -> None:
-    catalog.add_feedback(_report())
+    catalog.feedback.add(_report())
     before = catalog.stats()
 
     with pytest.raises(InvalidInputError) as refused:
-        catalog.add_feedback(parse_feedback_report(text))
+        catalog.feedback.add(parse_feedback_report(text))
 
     assert refused.value.field == field
     assert str(refused.value).startswith(f"{field}: ")
@@ -166,17 +166,17 @@ def test_a_failure_while_storing_leaves_nothing_behind(
 
     monkeypatch.setattr(feedback_module, "insert_rows", fail)
     with pytest.raises(RuntimeError, match="disk full"):
-        catalog.add_feedback(_report())
+        catalog.feedback.add(_report())
     assert catalog.stats()["feedback_reports"] == 0
     monkeypatch.undo()
-    assert catalog.add_feedback(_report()) is True
+    assert catalog.feedback.add(_report()) is True
 
 
 def test_a_stored_report_of_a_newer_format_is_refused_with_advice(catalog: Catalog) -> None:
     report = _report()
-    catalog.add_feedback(report)
+    catalog.feedback.add(report)
     with duckdb.connect(str(catalog.path)) as con:
         con.execute("UPDATE feedback_reports SET format_version = 2")
-    for read in (lambda: catalog.get_feedback(report.id), catalog.latest_feedback):
+    for read in (lambda: catalog.feedback.get(report.id), catalog.feedback.latest):
         with pytest.raises(CatalogError, match="format_version 2; this code reads 1: upgrade"):
             read()

@@ -26,7 +26,7 @@ def test_ingest_reports_what_it_added(
     catalog: Catalog, shard_folder: Path, round_trajectories: list[Trajectory]
 ) -> None:
     shards = sorted(shard_folder.iterdir())
-    report = catalog.ingest_shards(shards)
+    report = catalog.trajectories.ingest(shards)
 
     steps = sum(len(t.steps) for t in round_trajectories)
     assert report == IngestReport(
@@ -41,10 +41,10 @@ def test_ingest_reports_what_it_added(
 def test_ingesting_again_adds_nothing(
     catalog: Catalog, shard_folder: Path, round_trajectories: list[Trajectory]
 ) -> None:
-    first = catalog.ingest_shards([shard_folder])
+    first = catalog.trajectories.ingest([shard_folder])
     stats = catalog.stats()
 
-    again = catalog.ingest_shards([shard_folder, *shard_folder.iterdir()])
+    again = catalog.trajectories.ingest([shard_folder, *shard_folder.iterdir()])
 
     assert again == IngestReport(files=0, trajectories=0, steps=0, skipped_files=first.files)
     assert catalog.stats() == stats
@@ -54,13 +54,13 @@ def test_trajectories_already_stored_are_skipped_in_a_new_shard(
     catalog: Catalog, tmp_path: Path, round_trajectories: list[Trajectory]
 ) -> None:
     first = write_shards(round_trajectories[:30], tmp_path / "a")
-    catalog.ingest_shards(first)
+    catalog.trajectories.ingest(first)
     # A collector retried: a new shard repeats 30 trajectories and adds the rest,
     # and a second new shard repeats some of those.
     second = write_shards(round_trajectories, tmp_path / "b", size=len(round_trajectories))
     third = write_shards(round_trajectories[40:], tmp_path / "c")
 
-    report = catalog.ingest_shards([*second, *third])
+    report = catalog.trajectories.ingest([*second, *third])
 
     rest = round_trajectories[30:]
     assert report == IngestReport(
@@ -78,25 +78,25 @@ def test_trajectories_come_back_equal(
     ingested: Catalog, round_trajectories: list[Trajectory]
 ) -> None:
     by_id = sorted(round_trajectories, key=lambda t: t.id)
-    assert ingested.trajectories_of_round(ROUND) == by_id
-    assert ingested.count_trajectories(ROUND) == len(round_trajectories)
+    assert ingested.trajectories.of_round(ROUND) == by_id
+    assert ingested.trajectories.count(ROUND) == len(round_trajectories)
     screened = round_trajectories[-1]
-    assert ingested.get_trajectory(screened.id) == screened
-    assert ingested.trajectories_of_round("round-none") == []
-    assert ingested.count_trajectories("round-none") == 0
+    assert ingested.trajectories.get(screened.id) == screened
+    assert ingested.trajectories.of_round("round-none") == []
+    assert ingested.trajectories.count("round-none") == 0
 
 
 def test_embedded_tasks_keep_the_round_that_constructed_them(
     catalog: Catalog, shard_folder: Path, round_trajectories: list[Trajectory]
 ) -> None:
     early = round_trajectories[0].task
-    catalog.add_tasks("round-0", [early])
-    catalog.ingest_shards([shard_folder])
+    catalog.tasks.add("round-0", [early])
+    catalog.trajectories.ingest([shard_folder])
 
-    assert catalog.tasks_of_round("round-0") == [early]
+    assert catalog.tasks.of_round("round-0") == [early]
     tasks = {t.task.id: t.task for t in round_trajectories if t.task.id != early.id}
-    assert catalog.tasks_of_round(ROUND) == [tasks[k] for k in sorted(tasks)]
-    assert catalog.tasks_except_round(ROUND) == [early]
+    assert catalog.tasks.of_round(ROUND) == [tasks[k] for k in sorted(tasks)]
+    assert catalog.tasks.except_round(ROUND) == [early]
 
 
 def test_a_failure_half_way_leaves_the_catalog_as_it_was(
@@ -107,11 +107,11 @@ def test_a_failure_half_way_leaves_the_catalog_as_it_was(
 
     monkeypatch.setattr(ingest, "_insert_steps", fail)
     with pytest.raises(RuntimeError, match="disk vanished"):
-        catalog.ingest_shards([shard_folder])
+        catalog.trajectories.ingest([shard_folder])
     assert catalog.stats() == dict.fromkeys(TABLES, 0)
 
     monkeypatch.undo()
-    assert catalog.ingest_shards([shard_folder]).trajectories > 0
+    assert catalog.trajectories.ingest([shard_folder]).trajectories > 0
 
 
 def test_ingest_refuses_a_file_that_is_not_a_complete_shard(
@@ -119,19 +119,21 @@ def test_ingest_refuses_a_file_that_is_not_a_complete_shard(
 ) -> None:
     half = shard_folder / ".shard-00009.parquet.tmp-1-00000000"
     half.write_bytes(b"PAR1")
-    assert catalog.ingest_shards([shard_folder]).files == len(list(shard_folder.glob("*.parquet")))
+    assert catalog.trajectories.ingest([shard_folder]).files == len(
+        list(shard_folder.glob("*.parquet"))
+    )
     with pytest.raises(CatalogError, match="not a complete trajectory shard"):
-        catalog.ingest_shards([half])
+        catalog.trajectories.ingest([half])
     with pytest.raises(CatalogError, match="not a complete trajectory shard"):
-        catalog.ingest_shards([shard_folder / "missing.parquet"])
-    assert catalog.ingest_shards([]) == IngestReport(0, 0, 0, 0)
+        catalog.trajectories.ingest([shard_folder / "missing.parquet"])
+    assert catalog.trajectories.ingest([]) == IngestReport(0, 0, 0, 0)
 
 
 def test_an_unknown_trajectory_names_recent_ones(
     ingested: Catalog, round_trajectories: list[Trajectory]
 ) -> None:
     with pytest.raises(UnknownIdError) as unknown:
-        ingested.get_trajectory("traj-nope")
+        ingested.trajectories.get("traj-nope")
     assert unknown.value.kind == "trajectory"
     assert len(unknown.value.recent) == 5
     assert set(unknown.value.recent) <= {t.id for t in round_trajectories}
@@ -142,9 +144,9 @@ def test_a_read_only_catalog_reads_but_refuses_writes(
     ingested: Catalog, shard_folder: Path
 ) -> None:
     reader = Catalog.open(ingested.path, read_only=True)
-    assert reader.count_trajectories(ROUND) == ingested.count_trajectories(ROUND)
+    assert reader.trajectories.count(ROUND) == ingested.trajectories.count(ROUND)
     with pytest.raises(CatalogError, match="opened read-only"):
-        reader.ingest_shards([shard_folder])
+        reader.trajectories.ingest([shard_folder])
     reader.close()
     with pytest.raises(CatalogError, match="is closed"):
         reader.stats()

@@ -53,8 +53,8 @@ def test_an_old_catalog_is_upgraded_and_keeps_its_rows(tmp_path: Path) -> None:
     assert stats["shards"] == stats["dataset_approvals"] == stats["carry_over"] == 0
     assert stats["feedback_reports"] == stats["feedback_tasks"] == stats["models"] == 0
     assert stats["deployments"] == 0
-    assert catalog.aliases() == {} and catalog.alias_history() == []
-    old = catalog.get_round("round-old")
+    assert catalog.models.aliases() == {} and catalog.models.alias_history() == []
+    old = catalog.rounds.get("round-old")
     assert old is not None and old.status == "done"
     with duckdb.connect(str(path), read_only=True) as con:
         member = con.execute(

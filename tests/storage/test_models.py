@@ -37,7 +37,7 @@ def frozen(ingested: Catalog, round_trajectories: list[Trajectory]) -> DatasetVe
     """A frozen dataset version of train trajectories in ``ingested``."""
     train = [t for t in round_trajectories if t.task.split is Split.TRAIN]
     version = make_version(train[:6])
-    assert ingested.freeze_dataset(version)
+    assert ingested.datasets.freeze(version)
     return version
 
 
@@ -63,20 +63,20 @@ def test_a_model_is_registered_once_and_comes_back_equal(
     ingested: Catalog, frozen: DatasetVersion
 ) -> None:
     report = _report()
-    ingested.add_feedback(report)
+    ingested.feedback.add(report)
     model = _model(frozen.id, feedback_id=report.id, flow_run_id="run-1")
 
     assert model.id.startswith("model-")
-    assert ingested.register_model(model) is True
+    assert ingested.models.register(model) is True
     # the same content again, even read back from JSON, is the same model
-    assert ingested.register_model(ModelRecord.from_json(model.to_json())) is False
+    assert ingested.models.register(ModelRecord.from_json(model.to_json())) is False
 
     assert ingested.stats()["models"] == 1
-    stored = ingested.get_model(model.id)
+    stored = ingested.models.get(model.id)
     assert stored == model
     assert stored.created_at == T0 and stored.hyperparameters["lora"] is None
-    assert ingested.list_models() == [model]
-    assert ingested.latest_model() == model
+    assert ingested.models.every() == [model]
+    assert ingested.models.latest() == model
 
 
 def test_an_rl_run_continues_from_its_sft_parent(ingested: Catalog, frozen: DatasetVersion) -> None:
@@ -90,40 +90,40 @@ def test_an_rl_run_continues_from_its_sft_parent(ingested: Catalog, frozen: Data
         path="/state/models/r1-rl",
         created_at=T0 + timedelta(hours=2),
     )
-    ingested.register_model(sft)
-    ingested.register_model(rl)
+    ingested.models.register(sft)
+    ingested.models.register(rl)
 
-    assert [m.id for m in ingested.list_models()] == [sft.id, rl.id]
-    latest = ingested.latest_model()
+    assert [m.id for m in ingested.models.every()] == [sft.id, rl.id]
+    latest = ingested.models.latest()
     assert latest is not None and latest.parent == sft.id
-    assert ingested.get_model(latest.parent).method is TrainingMethod.SFT
+    assert ingested.models.get(latest.parent).method is TrainingMethod.SFT
 
 
 def test_the_latest_model_is_the_last_created_then_the_last_registered(
     ingested: Catalog, frozen: DatasetVersion
 ) -> None:
-    assert ingested.latest_model() is None
-    assert ingested.list_models() == []
+    assert ingested.models.latest() is None
+    assert ingested.models.every() == []
     newer = _model(frozen.id, path="/m/newer", created_at=T0 + timedelta(days=1))
     older = _model(frozen.id, path="/m/older", created_at=T0)
     # the same instant written in another time zone sorts as that instant
     middle = _model(frozen.id, path="/m/middle", created_at="2026-12-01T14:00:00+02:00")
     for model in (newer, older, middle):
-        ingested.register_model(model)
+        ingested.models.register(model)
 
-    assert ingested.latest_model() == newer
-    assert [m.path for m in ingested.list_models()] == ["/m/older", "/m/middle", "/m/newer"]
+    assert ingested.models.latest() == newer
+    assert [m.path for m in ingested.models.every()] == ["/m/older", "/m/middle", "/m/newer"]
 
     twin = _model(frozen.id, path="/m/twin", created_at=newer.created_at)
-    ingested.register_model(twin)
-    assert ingested.latest_model() == twin
-    ingested.register_model(newer)  # registered before: changes nothing
-    assert ingested.latest_model() == twin
+    ingested.models.register(twin)
+    assert ingested.models.latest() == twin
+    ingested.models.register(newer)  # registered before: changes nothing
+    assert ingested.models.latest() == twin
 
 
 def _rejected(catalog: Catalog, version: DatasetVersion) -> str:
     """Propose ``version`` and reject it: it is in the catalog, but never frozen."""
-    catalog.decide_dataset(
+    catalog.datasets.decide(
         version,
         DatasetApproval(
             dataset_id=version.id,
@@ -136,7 +136,7 @@ def _rejected(catalog: Catalog, version: DatasetVersion) -> str:
             decided_at=T0,
         ),
     )
-    assert catalog.dataset_approval(version.id) is not None
+    assert catalog.datasets.approval(version.id) is not None
     return version.id
 
 
@@ -171,31 +171,31 @@ def test_a_model_whose_lineage_is_unknown_is_refused_and_nothing_is_stored(
     before = ingested.stats()
 
     with pytest.raises(InvalidInputError) as refused:
-        ingested.register_model(record)
+        ingested.models.register(record)
 
     assert refused.value.field == field
     assert "in the catalog" in str(refused.value)
     assert ingested.stats() == before
     with pytest.raises(UnknownIdError):
-        ingested.get_model(record.id)
+        ingested.models.get(record.id)
 
 
 def test_a_refusal_lists_the_ids_the_catalog_has(ingested: Catalog, frozen: DatasetVersion) -> None:
     with pytest.raises(InvalidInputError, match=f"most recent: {frozen.id}"):
-        ingested.register_model(_model("ds-nothing"))
+        ingested.models.register(_model("ds-nothing"))
     with pytest.raises(InvalidInputError, match=r"parent: .*\(the catalog has none yet\)"):
-        ingested.register_model(_model(frozen.id, parent="model-nothing"))
+        ingested.models.register(_model(frozen.id, parent="model-nothing"))
 
 
 def test_an_unknown_id_lists_the_recent_ones(ingested: Catalog, frozen: DatasetVersion) -> None:
     with pytest.raises(UnknownIdError, match="the catalog has no model yet"):
-        ingested.get_model("model-nothing")
+        ingested.models.get("model-nothing")
     model = _model(frozen.id)
-    ingested.register_model(model)
+    ingested.models.register(model)
     with pytest.raises(
         UnknownIdError, match=f"unknown model id 'model-nothing'; most recent: {model.id}"
     ):
-        ingested.get_model("model-nothing")
+        ingested.models.get("model-nothing")
 
 
 def test_a_failure_while_registering_leaves_nothing_behind(
@@ -210,10 +210,10 @@ def test_a_failure_while_registering_leaves_nothing_behind(
 
     monkeypatch.setattr(models_module, "register", fail_after)
     with pytest.raises(RuntimeError, match="disk full"):
-        ingested.register_model(_model(frozen.id))
+        ingested.models.register(_model(frozen.id))
     assert ingested.stats()["models"] == 0
     monkeypatch.undo()
-    assert ingested.register_model(_model(frozen.id)) is True
+    assert ingested.models.register(_model(frozen.id)) is True
 
 
 def test_a_model_and_its_report_are_stored_together_or_not_at_all(
@@ -222,15 +222,15 @@ def test_a_model_and_its_report_are_stored_together_or_not_at_all(
     report = _report()
     orphan = _model(frozen.id, parent="model-nothing", feedback_id=report.id)
     with pytest.raises(InvalidInputError) as refused:
-        ingested.register_model(orphan, report)
+        ingested.models.register(orphan, report)
     assert refused.value.field == "parent"
     with pytest.raises(UnknownIdError):
-        ingested.get_feedback(report.id)  # the report's rows were rolled back with it
+        ingested.feedback.get(report.id)  # the report's rows were rolled back with it
 
     model = _model(frozen.id, feedback_id=report.id)
-    assert ingested.register_model(model, report) is True
-    assert ingested.get_feedback(report.id) == report
-    assert ingested.get_model(model.id) == model
+    assert ingested.models.register(model, report) is True
+    assert ingested.feedback.get(report.id) == report
+    assert ingested.models.get(model.id) == model
 
 
 def test_a_read_only_catalog_refuses_a_registration(
@@ -240,7 +240,7 @@ def test_a_read_only_catalog_refuses_a_registration(
         Catalog.open(ingested.path, read_only=True) as reader,
         pytest.raises(Exception, match="read-only"),
     ):
-        reader.register_model(_model(frozen.id))
+        reader.models.register(_model(frozen.id))
 
 
 def test_the_id_is_derived_from_the_content() -> None:

@@ -17,15 +17,15 @@ def test_trajectories_come_back_exact_in_the_order_asked(
 ) -> None:
     wanted = [round_trajectories[5], round_trajectories[0], round_trajectories[5]]
 
-    found = ingested.trajectories_by_ids([t.id for t in wanted])
+    found = ingested.trajectories.by_ids([t.id for t in wanted])
 
     assert found == wanted
-    assert ingested.trajectories_by_ids([]) == []
+    assert ingested.trajectories.by_ids([]) == []
 
 
 def test_an_unknown_id_is_named(ingested: Catalog, round_trajectories: list[Trajectory]) -> None:
     with pytest.raises(UnknownIdError, match="traj-nope"):
-        ingested.trajectories_by_ids([round_trajectories[0].id, "traj-nope"])
+        ingested.trajectories.by_ids([round_trajectories[0].id, "traj-nope"])
 
 
 def test_a_read_only_catalog_loads_them_too(
@@ -33,14 +33,14 @@ def test_a_read_only_catalog_loads_them_too(
 ) -> None:
     with Catalog.open(ingested.path, read_only=True) as reader:
         ids = [t.id for t in round_trajectories[:3]]
-        assert [t.id for t in reader.trajectories_by_ids(ids)] == ids
+        assert [t.id for t in reader.trajectories.by_ids(ids)] == ids
 
 
 def test_unverified_loads_are_the_same_records_and_skip_only_the_id_check(
     ingested: Catalog, round_trajectories: list[Trajectory]
 ) -> None:
     ids = [t.id for t in round_trajectories]
-    assert ingested.trajectories_by_ids(ids, verify_ids=False) == round_trajectories
+    assert ingested.trajectories.by_ids(ids, verify_ids=False) == round_trajectories
     drifted = round_trajectories[3]
     with duckdb.connect(str(ingested.path)) as con:
         con.execute(
@@ -49,8 +49,8 @@ def test_unverified_loads_are_the_same_records_and_skip_only_the_id_check(
         )
 
     with pytest.raises(ValidationError, match="does not match the record's content"):
-        ingested.trajectories_by_ids([drifted.id])
-    (loaded,) = ingested.trajectories_by_ids([drifted.id], verify_ids=False)
+        ingested.trajectories.by_ids([drifted.id])
+    (loaded,) = ingested.trajectories.by_ids([drifted.id], verify_ids=False)
     assert loaded.id == drifted.id
     assert loaded.steps[0].model_output == "edited by hand"
 
@@ -60,13 +60,13 @@ def test_balance_rows_give_what_balancing_reads_of_each_trajectory(
 ) -> None:
     wanted = [round_trajectories[4].id, "traj-unknown", round_trajectories[1].id]
 
-    rows = ingested.balance_rows(wanted)
+    rows = ingested.trajectories.balance_rows(wanted)
 
     assert [Candidate.from_row(row) for row in rows] == [
         Candidate.of(round_trajectories[4]),
         Candidate.of(round_trajectories[1]),
     ]
-    assert ingested.balance_rows([]) == []
+    assert ingested.trajectories.balance_rows([]) == []
 
 
 def test_trajectory_fingerprints_pair_every_trajectory_of_the_round_with_its_task(
@@ -74,11 +74,11 @@ def test_trajectory_fingerprints_pair_every_trajectory_of_the_round_with_its_tas
 ) -> None:
     expected = {(t.id, t.task.fingerprint) for t in round_trajectories}
 
-    pairs = ingested.trajectory_fingerprints(ROUND)
+    pairs = ingested.trajectories.fingerprints(ROUND)
 
     assert sorted(pairs) == sorted(expected)
     assert len(pairs) == len(expected)
-    assert ingested.trajectory_fingerprints("round-none") == []
+    assert ingested.trajectories.fingerprints("round-none") == []
 
 
 def test_member_tasks_read_each_trajectorys_task_columns_in_order(
@@ -86,10 +86,10 @@ def test_member_tasks_read_each_trajectorys_task_columns_in_order(
 ) -> None:
     wanted = [round_trajectories[2], round_trajectories[0], round_trajectories[2]]
 
-    found = ingested.member_tasks([t.id for t in wanted])
+    found = ingested.trajectories.member_tasks([t.id for t in wanted])
 
     assert found == [
         (t.task.id, t.task.split.value, t.task.fingerprint, t.task.template) for t in wanted
     ]
     with pytest.raises(UnknownIdError, match="traj-nope"):
-        ingested.member_tasks([round_trajectories[0].id, "traj-nope"])
+        ingested.trajectories.member_tasks([round_trajectories[0].id, "traj-nope"])

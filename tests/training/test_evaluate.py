@@ -316,7 +316,7 @@ def test_a_catalog_without_development_tasks_says_how_to_get_some(tmp_path: Path
     catalog = _catalog(tmp_path)
     train = instantiate(template_named("text_contact"), SEED, MobileSandbox())
     assert train.split is Split.TRAIN
-    catalog.add_tasks("round-a", [train])
+    catalog.tasks.add("round-a", [train])
 
     with pytest.raises(InvalidInputError, match="no development tasks") as refused:
         development_tasks(catalog)
@@ -334,7 +334,7 @@ def test_the_development_set_is_one_dev_task_per_fingerprint_in_a_stable_order(
         dev_tasks[0].model_dump(mode="json", exclude={"id"}) | {"split": "train"}
     )
     assert twin.fingerprint == dev_tasks[0].fingerprint and twin.id != dev_tasks[0].id
-    catalog.add_tasks("round-a", [twin, train, *reversed(dev_tasks)])
+    catalog.tasks.add("round-a", [twin, train, *reversed(dev_tasks)])
 
     found = development_tasks(catalog)
 
@@ -347,10 +347,10 @@ def test_the_next_round_plans_from_the_evaluation(
 ) -> None:
     path = tmp_path / "state" / "catalog.duckdb"
     with Catalog.open(path) as catalog:
-        catalog.add_tasks("round-dev", dev_tasks)
+        catalog.tasks.add("round-dev", dev_tasks)
         tasks = development_tasks(catalog)
         mastered = evaluate(ScriptedPolicy(), tasks, model="r1").report
-        catalog.add_feedback(mastered)
+        catalog.feedback.add(mastered)
     even = [q.count for q in default_plan(24).quotas]
 
     plan = plan_from_catalog(path, 24)
@@ -361,8 +361,8 @@ def test_the_next_round_plans_from_the_evaluation(
 
     with Catalog.open(path) as catalog:
         weak = evaluate(GivesUpOn(frozenset({MEMORY})), tasks, model="r2").report
-        assert catalog.add_feedback(weak) is True
-        assert catalog.latest_feedback() == weak
+        assert catalog.feedback.add(weak) is True
+        assert catalog.feedback.latest() == weak
 
     plan = plan_from_catalog(path, 24)
 

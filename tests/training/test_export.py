@@ -61,6 +61,7 @@ from envs.sandbox.templates.catalog import (
     template_named,
 )
 from storage import Catalog, UnknownIdError
+from storage.trajectory_store import DuckDBTrajectoryStore
 from tests.agents.conversations import MAX_STEPS, messy_replies, run_openai
 from tests.storage.builders import make_version, write_shards
 from tests.training.test_export_columns import oracle_row, read_split, stored_chat_steps
@@ -119,8 +120,8 @@ def frozen(tmp_path_factory: pytest.TempPathFactory) -> Frozen:
     write_shards(scripted, root / "shards" / ROUND)
     write_shards([llm], root / "shards" / LLM_ROUND)
     catalog = Catalog.open(root / "state" / "catalog.duckdb")
-    catalog.ingest_shards([root / "shards" / ROUND, root / "shards" / LLM_ROUND])
-    catalog.begin_round(LLM_ROUND, {"max_steps": MAX_STEPS})
+    catalog.trajectories.ingest([root / "shards" / ROUND, root / "shards" / LLM_ROUND])
+    catalog.rounds.begin(LLM_ROUND, {"max_steps": MAX_STEPS})
 
     successes = [t for t in scripted if t.metadata.outcome is Outcome.SUCCESS]
     marked = next(t for t in successes if t.metadata.recovered and erroneous_steps(t.steps)[0])
@@ -180,7 +181,7 @@ def frozen(tmp_path_factory: pytest.TempPathFactory) -> Frozen:
         decided_at=datetime(2026, 11, 30, 14, 5, tzinfo=UTC),
         comment="balanced enough",
     )
-    catalog.decide_dataset(version, approval)
+    catalog.datasets.decide(version, approval)
     return Frozen(
         home=root / "state",
         catalog=catalog,
@@ -432,7 +433,7 @@ def test_an_export_by_worker_processes_is_the_export_in_one(
     in one process."""
     whole = export_dataset(frozen.catalog, frozen.version.id, tmp_path / "one", fmt, workers=1)
     monkeypatch.setattr(training.export, "CHUNK", 4)
-    monkeypatch.setattr(Catalog, "trajectories_by_ids", _no_loading_here)
+    monkeypatch.setattr(DuckDBTrajectoryStore, "by_ids", _no_loading_here)
     parallel = export_dataset(frozen.catalog, frozen.version.id, tmp_path / "two", fmt, workers=2)
     assert _export_of(parallel.out_dir) == _export_of(whole.out_dir)
     assert {**parallel.to_json(), "out": None} == {**whole.to_json(), "out": None}
@@ -452,7 +453,7 @@ def test_an_unknown_member_found_by_a_worker_is_raised_and_leaves_nothing(
         con.execute("DELETE FROM trajectories WHERE id = ?", [gone])
     monkeypatch.setattr(training.export, "_refuse_development", lambda catalog, version: None)
     monkeypatch.setattr(training.export, "CHUNK", 4)
-    monkeypatch.setattr(Catalog, "trajectories_by_ids", _no_loading_here)
+    monkeypatch.setattr(DuckDBTrajectoryStore, "by_ids", _no_loading_here)
     out = tmp_path / "exports"
     out.mkdir()
     with Catalog.open(path, read_only=True) as damaged:
@@ -696,17 +697,17 @@ def test_a_development_task_member_is_refused(
     trajectory = run_episode(task, sandbox, ScriptedPolicy(), round_id=ROUND)
     write_shards([trajectory], tmp_path / "shards")
     catalog = Catalog.open(tmp_path / "state" / "catalog.duckdb")
-    catalog.ingest_shards([tmp_path / "shards"])
+    catalog.trajectories.ingest([tmp_path / "shards"])
     version = make_version([trajectory], round_id=ROUND)
     with pytest.raises(InvalidInputError, match="development"):
-        catalog.freeze_dataset(version)
+        catalog.datasets.freeze(version)
     monkeypatch.setattr(storage.datasets, "_check_members", lambda con: None)  # a bug, say
-    assert catalog.freeze_dataset(version)
+    assert catalog.datasets.freeze(version)
 
     def no_loading(*args: object, **kwargs: object) -> None:
         raise AssertionError("the check reads the catalog's task columns, not trajectories")
 
-    monkeypatch.setattr(Catalog, "trajectories_by_ids", no_loading)
+    monkeypatch.setattr(DuckDBTrajectoryStore, "by_ids", no_loading)
     with pytest.raises(InvalidInputError, match="development tasks") as caught:
         export_dataset(catalog, version.id, tmp_path / "out")
     assert caught.value.field == "members"
@@ -726,9 +727,9 @@ def test_a_task_the_templates_hold_out_is_refused_whatever_its_label(
     trajectory = run_episode(task, sandbox, ScriptedPolicy(), round_id=ROUND)
     write_shards([trajectory], tmp_path / "shards")
     catalog = Catalog.open(tmp_path / "state" / "catalog.duckdb")
-    catalog.ingest_shards([tmp_path / "shards"])
+    catalog.trajectories.ingest([tmp_path / "shards"])
     version = make_version([trajectory], round_id=ROUND)
-    assert catalog.freeze_dataset(version)
+    assert catalog.datasets.freeze(version)
     with pytest.raises(InvalidInputError, match=f"development tasks.*{task.id}"):
         export_dataset(catalog, version.id, tmp_path / "out", "parquet")
     assert _leftovers(tmp_path) == ["shards", "state"]
@@ -818,7 +819,7 @@ def test_the_cards_trl_snippet_trains_with_the_mask_applied(
 def test_the_openai_episode_reads_back_as_recorded(frozen: Frozen) -> None:
     """Raw replies, malformed calls, refusals and endpoint failures: the steps of the
     OpenAI-policy episode read from the columns equal those of the record."""
-    trajectory = frozen.catalog.get_trajectory(frozen.llm_id)  # feedback keys sorted, as stored
+    trajectory = frozen.catalog.trajectories.get(frozen.llm_id)  # feedback keys sorted, as stored
     stored = stored_chat_steps(frozen.catalog, frozen.version)[frozen.llm_id]
     assert stored == [ChatStep.of(s) for s in trajectory.steps]
     assert any(s.model_output for s in stored)
@@ -834,7 +835,7 @@ def test_export_rows_are_the_record_paths_rows_byte_for_byte(
 
     assert [r["trajectory_id"] for r in sft] == [m.trajectory_id for m in frozen.version.members]
     for row in sft:
-        trajectory = frozen.catalog.get_trajectory(row["trajectory_id"])
+        trajectory = frozen.catalog.trajectories.get(row["trajectory_id"])
         budget = trajectory.metadata.max_steps
         assert budget is not None
         expected = oracle_row(trajectory, frozen.member(trajectory.id), budget)

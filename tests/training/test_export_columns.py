@@ -35,7 +35,9 @@ from training.export import export_dataset, loss_masked_steps, outcome_label
 
 def stored_chat_steps(catalog: Catalog, version: DatasetVersion) -> dict[str, list[ChatStep]]:
     """The steps of every member of ``version`` as the export reads them."""
-    steps = catalog.export_columns(version.id, 0, len(version.members)).steps.to_pylist()
+    steps = catalog.trajectories.export_columns(
+        version.id, 0, len(version.members)
+    ).steps.to_pylist()
     found: dict[str, list[ChatStep]] = {}
     for s in steps:
         step = ChatStep.from_json(s["idx"], s["action"], s["model_output"], s["feedback"])
@@ -91,10 +93,10 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Made:
     path = tmp_path_factory.mktemp("columns") / "catalog.duckdb"
     synthetic_round(path, ROUND, 2000, seed=5)
     with Catalog.open(path) as catalog:
-        ids = sorted(tid for tid, _ in catalog.trajectory_fingerprints(ROUND))
-        records = {t.id: t for t in catalog.trajectories_by_ids(ids)}
+        ids = sorted(tid for tid, _ in catalog.trajectories.fingerprints(ROUND))
+        records = {t.id: t for t in catalog.trajectories.by_ids(ids)}
         version = make_version([records[i] for i in ids], round_id=ROUND)
-        catalog.freeze_dataset(version)
+        catalog.datasets.freeze(version)
     return Made(path, version, records)
 
 
@@ -139,7 +141,7 @@ def test_a_member_whose_trajectory_is_gone_is_named(made: Made, tmp_path: Path) 
         Catalog.open(path, read_only=True) as catalog,
         pytest.raises(UnknownIdError, match=gone),
     ):
-        catalog.export_columns(made.version.id, 0, 10)
+        catalog.trajectories.export_columns(made.version.id, 0, 10)
 
 
 def test_worker_chunks_emit_each_task_once_as_one_process_does(

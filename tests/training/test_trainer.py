@@ -38,6 +38,7 @@ from contract import (
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
 from storage import Catalog, CatalogError, UnknownIdError
+from storage.model_registry import DuckDBModelRegistry
 from tests.storage.builders import make_version, write_shards
 from tests.training.builders import FrozenDataset, frozen_dataset, train_tasks
 from training.base_model import TINY, BaseModel
@@ -179,7 +180,7 @@ def _nothing_registered(catalog: Catalog, home: Path, name: str) -> None:
     """No model folder, no staging folder (``.<name>.*.partial``), no record."""
     assert not (home / "models" / name).exists()
     assert _listing(home / "models") == []
-    assert catalog.list_models() == []
+    assert catalog.models.every() == []
 
 
 # -- the happy path ----------------------------------------------------------------------
@@ -203,7 +204,7 @@ def registered(trained: Trained) -> Registered:
     with Catalog.open(trained.dataset.catalog_path) as catalog:
         record = _register(catalog, trained.home, trained)
         return Registered(
-            record, catalog.list_models(), catalog.get_model(record.id), catalog.latest_feedback()
+            record, catalog.models.every(), catalog.models.get(record.id), catalog.feedback.latest()
         )
 
 
@@ -341,20 +342,20 @@ def test_a_version_holding_a_development_task_is_refused_by_the_export(
     write_shards([trajectory], tmp_path / "shards")
     home = tmp_path / "home"
     with Catalog.open(home / "catalog.duckdb") as catalog:
-        catalog.ingest_shards([tmp_path / "shards"])
+        catalog.trajectories.ingest([tmp_path / "shards"])
         version = make_version([trajectory], round_id="round-dev")
         with pytest.raises(InvalidInputError, match="development"):
-            catalog.freeze_dataset(version)
+            catalog.datasets.freeze(version)
         # Freezing refuses it; a version that got in anyway (a bug, an old catalog) must
         # still never be trained on.
         with monkeypatch.context() as patched:
             patched.setattr(storage.datasets, "_check_members", lambda con: None)
-            assert catalog.freeze_dataset(version)
+            assert catalog.datasets.freeze(version)
         request = TrainRequest.of({"dataset_id": version.id})
         with pytest.raises(InvalidInputError, match=f"development tasks.*{task.id}") as caught:
             prepare(catalog, home, request)
         assert caught.value.field == "members"
-        assert catalog.list_models() == []
+        assert catalog.models.every() == []
     assert _listing(home / "training" / "exports") == []
     assert not (home / "models").exists()
 
@@ -541,7 +542,7 @@ def test_a_catalog_without_the_dataset_version_registers_nothing(
         with pytest.raises(UnknownIdError, match=trained.dataset.version.id):
             _register(catalog, tmp_path, trained)
         _nothing_registered(catalog, tmp_path, trained.name)
-        assert catalog.latest_feedback() is None  # no report of a model that is not there
+        assert catalog.feedback.latest() is None  # no report of a model that is not there
 
 
 def test_a_read_only_catalog_registers_nothing(trained: Trained, tmp_path: Path) -> None:
@@ -550,7 +551,7 @@ def test_a_read_only_catalog_registers_nothing(trained: Trained, tmp_path: Path)
         with pytest.raises(CatalogError, match="read-only"):
             _register(catalog, tmp_path, trained)
         _nothing_registered(catalog, tmp_path, trained.name)
-        assert catalog.latest_feedback() is None
+        assert catalog.feedback.latest() is None
 
 
 def test_a_failed_registration_removes_the_saved_model(
@@ -560,11 +561,11 @@ def test_a_failed_registration_removes_the_saved_model(
     fails (here: another process held the catalog too long), the folder goes too."""
     saved: list[list[str]] = []
 
-    def locked(self: Catalog, record: object, report: object = None) -> bool:
+    def locked(self: DuckDBModelRegistry, record: object, report: object = None) -> bool:
         saved.append(_listing(tmp_path / "models" / trained.name))
         raise CatalogError("the catalog is in use by another process")
 
-    monkeypatch.setattr(Catalog, "register_model", locked)
+    monkeypatch.setattr(DuckDBModelRegistry, "register", locked)
     with Catalog.open(_catalog_copy(trained, tmp_path / "state")) as catalog:
         with pytest.raises(CatalogError, match="in use"):
             _register(catalog, tmp_path, trained)
@@ -586,7 +587,7 @@ def test_a_failure_while_saving_leaves_no_staging_folder(
         with pytest.raises(OSError, match="No space left"):
             _register(catalog, tmp_path, trained)
         _nothing_registered(catalog, tmp_path, trained.name)
-        assert catalog.latest_feedback() is None
+        assert catalog.feedback.latest() is None
 
 
 def test_a_diverged_run_is_refused_before_anything_is_written(
@@ -602,7 +603,7 @@ def test_a_diverged_run_is_refused_before_anything_is_written(
             _register(catalog, tmp_path, trained, curves=Curves(diverged, None))
         assert caught.value.field == "metrics.sft_final_loss"
         _nothing_registered(catalog, tmp_path, trained.name)
-        assert catalog.latest_feedback() is None
+        assert catalog.feedback.latest() is None
 
 
 def test_an_existing_model_folder_is_never_overwritten(trained: Trained, tmp_path: Path) -> None:
@@ -613,8 +614,8 @@ def test_an_existing_model_folder_is_never_overwritten(trained: Trained, tmp_pat
         with pytest.raises(InvalidInputError, match="never overwritten") as caught:
             _register(catalog, tmp_path, trained)
         assert caught.value.field == "name"
-        assert catalog.list_models() == []
-        assert catalog.latest_feedback() is None
+        assert catalog.models.every() == []
+        assert catalog.feedback.latest() is None
     assert _listing(tmp_path / "models") == [trained.name, f"{trained.name}/config.json"]
     assert (folder / "config.json").read_text() == '{"mine": true}'
 

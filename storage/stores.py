@@ -1,0 +1,472 @@
+"""The catalog's stores, one narrow protocol per subject, and the records they return.
+
+A stage or a command asks for the stores it uses, not for the whole catalog: the
+curator's partitions read a ``TrajectoryStore``, the gate writes a ``ReviewStore``, the
+trainer reads a ``DatasetStore`` and writes a ``ModelRegistry``. Every write is one
+transaction and idempotent by content-derived ids: writing the same records again changes
+nothing. ``tests/storage/test_store_conformance.py`` holds every implementation to these
+contracts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol, TypedDict
+
+from contract import (
+    AliasChange,
+    CurationRecord,
+    DatasetApproval,
+    DatasetVersion,
+    DeploymentRecord,
+    FeedbackReport,
+    ModelAlias,
+    ModelRecord,
+    RejectedTask,
+    Review,
+    Split,
+    TaskSpec,
+    Trajectory,
+)
+from storage.curation_columns import CurationColumns
+from storage.dataset_diff import DatasetDiff
+from storage.datasets import DatasetDescription
+from storage.export_columns import ExportColumns
+from storage.feedback import FeedbackSummary
+from storage.ingest import IngestReport
+from storage.locations import Location
+from storage.round_facts import EpisodeFacts
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """A round as the catalog records it."""
+
+    id: str
+    status: str
+    stage: str | None
+    config: dict[str, Any]
+    flow_run_id: str | None
+    dataset_id: str | None
+    counts: dict[str, int]
+    started_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CarriedItems:
+    """Items carried over from earlier rounds, with their curation and their round."""
+
+    trajectories: list[Trajectory]
+    curations: list[CurationRecord]
+    from_round: dict[str, str]
+    """Trajectory id -> the round it was collected and first gated in."""
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    """One line of ``DatasetStore.summaries``."""
+
+    id: str
+    round_id: str
+    parent: str | None
+    content_hash: str
+    size: int
+    human_reviewed: int
+    created_at: datetime
+
+
+class MemberTask(NamedTuple):
+    """What an export or a dataset check reads of a member trajectory's task."""
+
+    task_id: str
+    split: str
+    fingerprint: str
+    template: str | None
+
+
+class BalanceRow(TypedDict):
+    """What balancing reads of one trajectory (its task's first capability and domain)."""
+
+    trajectory_id: str
+    task_id: str
+    split: str
+    outcome: str
+    recovered: bool
+    capability: str
+    difficulty: str
+    domain: str
+    source: str
+    policy: str
+    """``name@version``."""
+    fingerprint: str
+    template: str | None
+
+
+class RoundStore(Protocol):
+    """Rounds: their identity (configuration), the stage reached, what they produced."""
+
+    def begin(self, round_id: str, config: Mapping[str, Any]) -> RoundInfo:
+        """Record a running round, or return the round already recorded under that id."""
+        ...
+
+    def set_stage(self, round_id: str, stage: str) -> None:
+        """Record the stage a round has reached (UnknownIdError for an unknown round)."""
+        ...
+
+    def set_flow_run(self, round_id: str, flow_run_id: str) -> None:
+        """Record the orchestrator's run id of a round."""
+        ...
+
+    def finish(
+        self,
+        round_id: str,
+        *,
+        dataset_id: str | None,
+        counts: Mapping[str, int],
+        flow_run_id: str | None,
+    ) -> None:
+        """Mark a round done with what it produced (a None flow run id keeps the known one)."""
+        ...
+
+    def get(self, round_id: str) -> RoundInfo | None:
+        """The round recorded under ``round_id``, or None."""
+        ...
+
+    def every(self) -> list[RoundInfo]:
+        """Every round, oldest first."""
+        ...
+
+
+class TaskStore(Protocol):
+    """Constructed tasks (train and development) and the proposals refused."""
+
+    def add(self, round_id: str | None, tasks: Sequence[TaskSpec]) -> int:
+        """Record tasks first constructed in ``round_id`` (None: by no round, as the
+        development set is); the number that were new."""
+        ...
+
+    def add_rejections(self, rejections: Sequence[RejectedTask]) -> int:
+        """Record refused task proposals; the number that were new."""
+        ...
+
+    def of_round(self, round_id: str) -> list[TaskSpec]:
+        """Tasks first constructed in ``round_id``, ordered by id."""
+        ...
+
+    def except_round(self, round_id: str) -> list[TaskSpec]:
+        """Tasks constructed in other rounds (or none), ordered by id."""
+        ...
+
+    def with_fingerprints(self, fingerprints: Iterable[str]) -> list[TaskSpec]:
+        """Stored tasks whose fingerprint is one of ``fingerprints`` (train and dev), by id."""
+        ...
+
+    def rejections_of_round(self, round_id: str) -> list[RejectedTask]:
+        """Proposals refused in ``round_id``, ordered by id."""
+        ...
+
+    def get(self, task_id: str) -> TaskSpec:
+        """The task ``task_id``; UnknownIdError if there is none such."""
+        ...
+
+    def fingerprints(self, split: Split | None = None) -> set[str]:
+        """Fingerprints of every known task, or of one split's."""
+        ...
+
+    def goals(self) -> list[tuple[str, str]]:
+        """(id, goal) of every known task, ordered by id, for near-duplicate checks."""
+        ...
+
+    def capabilities_of_round(self, round_id: str) -> list[list[str]]:
+        """The capabilities of each task first constructed in ``round_id``."""
+        ...
+
+
+class TrajectoryStore(Protocol):
+    """Trajectories, ingested from shards, read whole or as the columns a stage needs."""
+
+    def ingest(self, paths: Sequence[Location]) -> IngestReport:
+        """Ingest Parquet shards in one transaction; a folder stands for the complete
+        shards in it. Shards ingested before (by resolved path) and trajectories stored
+        before (by id) are skipped; task specs the shards embed are added when new."""
+        ...
+
+    def of_round(self, round_id: str, *, verify_ids: bool = True) -> list[Trajectory]:
+        """The exact trajectories of a round, ordered by id (``verify_ids``: see
+        ``by_ids``)."""
+        ...
+
+    def get(self, trajectory_id: str) -> Trajectory:
+        """The trajectory ``trajectory_id``; UnknownIdError if there is none such."""
+        ...
+
+    def by_ids(self, trajectory_ids: Sequence[str], *, verify_ids: bool = True) -> list[Trajectory]:
+        """The trajectories ``trajectory_ids``, in that order, loaded in one pass;
+        UnknownIdError names the first one the store does not hold.
+
+        Every id is recomputed from the rebuilt content unless ``verify_ids`` is False:
+        bulk readers of rows this catalog wrote skip it (it is a third of the cost).
+        """
+        ...
+
+    def count(self, round_id: str) -> int:
+        """How many trajectories a round has stored."""
+        ...
+
+    def fingerprints(self, round_id: str) -> list[tuple[str, str]]:
+        """``(trajectory id, task fingerprint)`` of every trajectory of a round, in
+        storage order (the order shards were ingested)."""
+        ...
+
+    def export_columns(self, dataset_id: str, start: int, stop: int) -> ExportColumns:
+        """What an export reads of the members of ``dataset_id`` at positions
+        ``[start, stop)``, as columns (no record rebuilt); UnknownIdError names the first
+        member trajectory the store does not hold."""
+        ...
+
+    def curation_columns(self, trajectory_ids: Sequence[str]) -> CurationColumns:
+        """What the curator reads of ``trajectory_ids``, as columns (no record rebuilt);
+        UnknownIdError names the first one the store does not hold."""
+        ...
+
+    def balance_rows(self, trajectory_ids: Sequence[str]) -> list[BalanceRow]:
+        """What balancing reads of each trajectory, from columns, in the order given,
+        unknown ids left out."""
+        ...
+
+    def member_tasks(self, trajectory_ids: Sequence[str]) -> list[MemberTask]:
+        """Each trajectory's task, in the order given, from the task columns (no spec is
+        parsed); UnknownIdError names the first trajectory the store does not hold."""
+        ...
+
+    def without_collateral_check(self, trajectory_ids: Sequence[str]) -> list[str]:
+        """Those of ``trajectory_ids`` whose task has no ``no_collateral`` check (stored
+        before it existed: ``flywheel verify`` re-verifies them), in the order given."""
+        ...
+
+    def episode_facts(self, round_id: str) -> list[EpisodeFacts]:
+        """What the round's summary counts of each trajectory ``round_id`` stored, by id:
+        outcome, backend and device, its task's capabilities, artifacts kept."""
+        ...
+
+
+class ReviewStore(Protocol):
+    """What the curator and the gate decided about trajectories, and the items a gate left
+    undecided and carried over to later rounds."""
+
+    def add_curations(self, records: Sequence[CurationRecord]) -> int:
+        """Record the curator's judgements, one per trajectory: a new judgement of a
+        trajectory replaces the old one. The number of rows added or changed."""
+        ...
+
+    def curations_of_round(self, round_id: str) -> list[CurationRecord]:
+        """The curator's judgements in ``round_id``, ordered by trajectory id."""
+        ...
+
+    def add(self, reviews: Sequence[Review]) -> int:
+        """Record gate decisions, in the order given; the number that were new."""
+        ...
+
+    def of_round(self, round_id: str) -> list[Review]:
+        """Gate decisions of ``round_id``, in the order they were recorded."""
+        ...
+
+    def of_trajectories(self, trajectory_ids: Sequence[str]) -> list[Review]:
+        """Gate decisions on ``trajectory_ids``, whatever their round, in recorded order."""
+        ...
+
+    def carry_over(self, round_id: str, gate: str, trajectory_ids: Sequence[str]) -> int:
+        """Record items of ``round_id`` left undecided by ``gate``; the number new."""
+        ...
+
+    def carried_into(self, round_id: str, gate: str) -> CarriedItems:
+        """Items of earlier rounds through ``gate`` that ``round_id`` takes up: the open
+        ones, and those it settled in an earlier run of itself."""
+        ...
+
+    def settle_carry_over(self, round_id: str, trajectory_ids: Sequence[str]) -> int:
+        """Mark carried items decided during ``round_id``; the number newly settled."""
+        ...
+
+    def settled_into(self, round_id: str) -> list[Trajectory]:
+        """Carried items that were decided during ``round_id``, by id."""
+        ...
+
+    def settled_ids(self, round_id: str) -> list[str]:
+        """The ids of ``settled_into(round_id)``, in order, without loading the records."""
+        ...
+
+    def carried_out_of(self, round_id: str, *, open_only: bool = False) -> int:
+        """Items of ``round_id`` carried over to later rounds (``open_only``: those no
+        later round has settled yet)."""
+        ...
+
+
+class DatasetStore(Protocol):
+    """Dataset versions: proposed, decided, frozen (immutable), described and compared."""
+
+    def decide(self, version: DatasetVersion, approval: DatasetApproval) -> DatasetApproval:
+        """Store the decision on a proposed version, freezing it when approved, in one
+        transaction. The first decision stands: it is returned, and deciding again
+        changes nothing. Refuses (InvalidInputError) an approval of other content."""
+        ...
+
+    def round_approval(self, round_id: str) -> DatasetApproval | None:
+        """The latest decision on a version ``round_id`` proposed, frozen or not."""
+        ...
+
+    def approval(self, dataset_id: str) -> DatasetApproval | None:
+        """The decision on the proposed version ``dataset_id``, if one was made."""
+        ...
+
+    def freeze(self, version: DatasetVersion) -> bool:
+        """Store a dataset version; True if it is new. A version is immutable: the same id
+        again is a no-op. Refuses (InvalidInputError) members whose task is a development
+        task or differs from their trajectory's, and (UnknownIdError) members that are
+        not stored trajectories."""
+        ...
+
+    def get(self, dataset_id: str) -> DatasetVersion:
+        """The dataset version ``dataset_id``; UnknownIdError if there is none such."""
+        ...
+
+    def latest_id(self) -> str | None:
+        """The most recently frozen dataset version, if any."""
+        ...
+
+    def summaries(self) -> list[DatasetSummary]:
+        """Every dataset version, oldest first."""
+        ...
+
+    def describe(self, dataset_id: str) -> DatasetDescription:
+        """A JSON-ready description of a dataset version (see ``DatasetDescription``)."""
+        ...
+
+    def diff(self, a: str, b: str) -> DatasetDiff:
+        """What changed from version ``a`` to ``b`` (see ``DatasetDiff``); UnknownIdError
+        for an unknown version."""
+        ...
+
+
+class FeedbackStore(Protocol):
+    """Evaluation reports of models on the development set, fed into later rounds."""
+
+    def add(self, report: FeedbackReport) -> bool:
+        """Store a feedback report and its per-task rows in one transaction; True if it
+        is new. The same report again (by its content-derived id) stores nothing."""
+        ...
+
+    def get(self, report_id: str) -> FeedbackReport:
+        """The feedback report ``report_id``; UnknownIdError if there is none such."""
+        ...
+
+    def summaries(self) -> list[FeedbackSummary]:
+        """Every feedback report, oldest first (by ``created_at``, then as stored)."""
+        ...
+
+    def latest(self) -> FeedbackReport | None:
+        """The most recently created feedback report (among equal ``created_at``, the one
+        stored last), if any."""
+        ...
+
+
+class ModelRegistry(Protocol):
+    """Registered checkpoints, the aliases that name the deployed ones, and the
+    deployment decisions that move the aliases."""
+
+    def register(self, record: ModelRecord, report: FeedbackReport | None = None) -> bool:
+        """Register a checkpoint, and store ``report`` (its evaluation) first when given,
+        in one transaction; True if the model is new. The same record again (by its
+        content-derived id) stores nothing. Refuses (InvalidInputError naming the field) a
+        ``dataset_id`` that is not a frozen dataset version here, a ``parent`` that is not
+        a registered model, a ``feedback_id`` that is not a stored feedback report."""
+        ...
+
+    def get(self, model_id: str) -> ModelRecord:
+        """The registered model ``model_id``; UnknownIdError if there is none such."""
+        ...
+
+    def every(self) -> list[ModelRecord]:
+        """Every registered model, oldest first (by ``created_at``, then as registered)."""
+        ...
+
+    def latest(self) -> ModelRecord | None:
+        """The most recently created model (among equal ``created_at``, the one
+        registered last), if any."""
+        ...
+
+    def set_alias(
+        self,
+        alias: ModelAlias | str,
+        model_id: str,
+        *,
+        reason: str,
+        deployment_id: str | None = None,
+        at: datetime | None = None,
+    ) -> AliasChange:
+        """Point ``alias`` at the registered model ``model_id`` (InvalidInputError naming
+        ``model_id`` otherwise) and record the change, in one transaction."""
+        ...
+
+    def alias(self, alias: ModelAlias | str) -> ModelRecord | None:
+        """The model ``alias`` points at, or None when it is not set."""
+        ...
+
+    def aliases(self) -> dict[ModelAlias, ModelRecord]:
+        """Every set alias and its model (champion, candidate, previous order)."""
+        ...
+
+    def promote(
+        self,
+        model_id: str,
+        *,
+        reason: str,
+        deployment_id: str | None = None,
+        at: datetime | None = None,
+    ) -> tuple[AliasChange, ...]:
+        """Make the registered model ``model_id`` the champion, in one transaction: the
+        champion before becomes ``previous``, and ``candidate`` is cleared if it named
+        ``model_id``. The changes made, in order; () when it is the champion already."""
+        ...
+
+    def rollback(
+        self, *, reason: str, deployment_id: str | None = None, at: datetime | None = None
+    ) -> tuple[AliasChange, ...]:
+        """Restore the previous champion, in one transaction: ``champion`` := ``previous``,
+        and ``previous`` := the champion before that one (cleared when there is none).
+        The changes made; InvalidInputError naming ``previous`` when nothing is to
+        restore."""
+        ...
+
+    def alias_history(self, alias: ModelAlias | str | None = None) -> list[AliasChange]:
+        """Every change of every alias, or of ``alias``, oldest first."""
+        ...
+
+    def record_deployment(self, record: DeploymentRecord) -> tuple[AliasChange, ...]:
+        """Store a deployment decision and apply its alias effect, in one transaction: a
+        promotion promotes ``candidate_id``, a rollback restores the previous champion
+        (which must be ``candidate_id``), any other decision changes no alias. The alias
+        changes made, each naming the deployment; () for the same record again.
+
+        Refuses (InvalidInputError naming the field) a model id that is not registered, a
+        ``champion_id`` that is not the champion now (another deployment came first), and a
+        rollback whose ``candidate_id`` is not ``previous``; nothing is written then."""
+        ...
+
+    def deployments(self, limit: int | None = None) -> list[DeploymentRecord]:
+        """Deployments, newest first (by ``created_at``, then the one recorded last); the
+        first ``limit`` when given."""
+        ...
+
+    def deployment(self, deployment_id: str) -> DeploymentRecord:
+        """The deployment ``deployment_id``; InvalidInputError naming ``deployment_id`` if
+        there is none such."""
+        ...
+
+    def latest_deployment(self) -> DeploymentRecord | None:
+        """The most recently created deployment (among equal ``created_at``, the one
+        recorded last), if any."""
+        ...
