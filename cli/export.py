@@ -40,18 +40,29 @@ def datasets_export(
         bool,
         typer.Option("--verify", help="recompute every member's content id from its stored rows"),
     ] = False,
+    chunk: Annotated[
+        int | None,
+        typer.Option(
+            "--chunk",
+            min=1,
+            help="members a worker builds at once (default 10000); with [execution] runner "
+            "ray, each chunk is a task of the cluster",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Export a dataset version: the sft split (tool-calling chats with a per-turn training
     mask), the rl_tasks split (task specs with seeds and verifiers) and a dataset card."""
     from contract import InvalidInputError
+    from flows.execution import export_spread
     from flows.settings import load_settings
     from storage import Catalog
     from training.export import FORMATS, ExportFormat, export_dataset
 
     if fmt not in FORMATS:
         raise InvalidInputError("format", f"unknown export format {fmt!r}", FORMATS)
-    with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
+    settings = load_settings()
+    with Catalog.open(settings.catalog_path, read_only=True) as catalog:
         report = export_dataset(
             catalog,
             dataset_id,
@@ -60,6 +71,8 @@ def datasets_export(
             overwrite=overwrite,
             push_to_hub=push_to_hub,
             verify=verify,
+            chunk=chunk,
+            spread=export_spread(settings),
         )
     if as_json:
         emit_json(report.to_json())

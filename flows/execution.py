@@ -1,32 +1,34 @@
-"""Where a round's collection shards and curation partitions run: threads and worker
-processes of this machine, or a Ray cluster.
+"""Where a round's collection shards, curation partitions and export chunks run: threads
+and worker processes of this machine, or a Ray cluster.
 
 ``[execution] runner`` picks the Prefect task runner: Prefect's ``ThreadPoolTaskRunner``
 (``collect_workers`` shards at once), or prefect-ray's ``RayTaskRunner`` on the cluster
 at ``[execution] address`` (each shard a Ray task; the cluster's CPUs bound how many run
-at once). A shard's task gets plain values (its task specs, the round's config and
-settings) and writes its Parquet file under the state folder, so the dataset a round
-makes does not depend on the runner. On Ray the curate stage's partitions are tasks of
-the cluster too; they read the catalog file, so its workers must see the state folder.
+at once). A shard's task gets plain values (its name, the round's config and settings),
+reads its tasks from its manifest and writes its Parquet file at the shards' root, so the
+dataset a round makes does not depend on the runner. On Ray the curate stage's
+partitions and an export's chunks are tasks of the cluster too; they read the catalog
+file (and chunks write to the export's staging folder), so its workers must see the
+state folder at the same path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
-from prefect.utilities.annotations import quote
 
 from contract import CurationRecord
 from curation.routing import CuratorConfig
 from flows.curation_stage import PartitionJob, Spread, curate_partition
 from flows.settings import FlywheelSettings
 
-T = TypeVar("T")
+if TYPE_CHECKING:  # the export (and the datasets library) loads only where one runs
+    from training.export import ChunkJob, ChunkResult, ChunkSpread
 
 
 def round_task_runner(settings: FlywheelSettings) -> TaskRunner[Any]:
@@ -42,13 +44,6 @@ def round_task_runner(settings: FlywheelSettings) -> TaskRunner[Any]:
         )
         return runner
     return ThreadPoolTaskRunner(max_workers=settings.round.collect_workers)
-
-
-def passed(runner: TaskRunner[Any], value: T) -> T:
-    """``value`` as a task parameter: quoted where the runner unquotes it (Prefect then
-    does not walk a shard's task specs looking for futures); prefect-ray 0.6 hands a
-    quoted value to the task still quoted, so there it goes as it is."""
-    return cast("T", quote(value)) if shares_memory(runner) else value
 
 
 def shares_memory(runner: TaskRunner[Any]) -> bool:
@@ -78,6 +73,33 @@ def partition_spread(settings: FlywheelSettings) -> Spread | None:
                     {"path": path, "round_id": round_id, "trajectory_ids": ids, "config": config},
                 )
                 for path, round_id, ids, config in jobs
+            ]
+            for future in futures:
+                yield future.result()
+
+    return spread
+
+
+@task(name="export-chunk", cache_policy=NO_CACHE)
+def export_chunk_task(job: ChunkJob, start: int, stop: int) -> ChunkResult:
+    """One chunk of an export's rows built where the runner put it: members
+    ``[start, stop)`` read from the catalog, rows written to the export's staging folder."""
+    from training.export import build_chunk
+
+    return build_chunk(job, start, stop)
+
+
+def export_spread(settings: FlywheelSettings) -> ChunkSpread | None:
+    """How an export spreads its chunks: as tasks of the Ray cluster with ``runner =
+    "ray"``; else None (the export's own worker processes)."""
+    if settings.execution.runner != "ray":
+        return None
+
+    def spread(job: ChunkJob, ranges: Sequence[tuple[int, int]]) -> Generator[ChunkResult]:
+        with round_task_runner(settings) as runner:
+            futures = [
+                runner.submit(export_chunk_task, {"job": job, "start": start, "stop": stop})
+                for start, stop in ranges
             ]
             for future in futures:
                 yield future.result()

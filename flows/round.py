@@ -36,14 +36,12 @@ from contract import (
     GenerationPlan,
     InvalidInputError,
     MixTarget,
-    TaskSpec,
 )
-from envs.appium.backend import needs_gui
 from flows import round_stages as stages
 from flows.approval import Proposal, request_approval
 from flows.curation_stage import curate_round
 from flows.devices import require_a_ready_device
-from flows.execution import partition_spread, passed, round_task_runner, shares_memory
+from flows.execution import partition_spread, round_task_runner, shares_memory
 from flows.gates import build_gate
 from flows.planning import next_plan
 from flows.progress import CollectionProgress
@@ -100,7 +98,6 @@ def collect_shard_task(
     home: Path,
     round_id: str,
     shard: str,
-    tasks: Sequence[TaskSpec],
     config: RoundConfig,
     settings: FlywheelSettings,
     policy: PolicyName | None = None,
@@ -110,7 +107,7 @@ def collect_shard_task(
     """Collect the shard and write its Parquet file; the number of trajectories in it
     (the records stay in the file: the catalog carries them on)."""
     trajectories = stages.collect_one_shard(
-        home, round_id, shard, tasks, config, settings, policy, backend, on_episode
+        home, round_id, shard, config, settings, policy, backend, on_episode
     )
     return len({t.id for t in trajectories})
 
@@ -261,8 +258,9 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
 
     The catalog carries the round's data from stage to stage: a stage's task returns a
     count or ids, never the tasks, trajectories or curation records (the flow's memory
-    does not grow with them), and the next stage reads what it needs. Each collection
-    shard is given its own task specs (``execution.passed``), on threads or a Ray cluster.
+    does not grow with them), and the next stage reads what it needs. A collection shard
+    reads its tasks from the task manifest written beside its shard (``shard_jobs``), on
+    threads or a Ray cluster.
     """
     log = get_run_logger()
     run_id = str(flow_run.get_id() or "") or None
@@ -303,12 +301,12 @@ def _collect_and_ingest(run: RoundRun) -> None:
     ingest the shards; the catalog must then hold what the shards hold."""
     log = get_run_logger()
     settings, round_id = run.settings, run.round_id
-    recollected = stages.recollection(settings.home, run.config.plan)
+    recollected = [t.id for t in stages.recollection(settings.home, run.config.plan)]
     if recollected:
         log.info("%d stored tasks collected again (replays, preservation set)", len(recollected))
-    with Catalog.open(settings.catalog_path, read_only=True) as catalog:
-        tasks = catalog.tasks.of_round(round_id)
-    collected = _collect(settings, round_id, run.config, [*tasks, *recollected])
+    root = stages.shards_root(settings.home, settings)
+    jobs = stages.shard_jobs(settings.home, round_id, recollected, run.config, root)
+    collected = _collect(settings, round_id, run.config, jobs)
     stored_count = ingest_task(settings.home, round_id, settings)
     if stored_count != collected:
         raise FlywheelError(
@@ -379,38 +377,23 @@ finished (the names are ``round_stages.STAGES``, which the catalog records)."""
 
 
 def _collect(
-    settings: FlywheelSettings, round_id: str, config: RoundConfig, tasks: Sequence[TaskSpec]
+    settings: FlywheelSettings, round_id: str, config: RoundConfig, jobs: Sequence[stages.ShardJob]
 ) -> int:
     """The number of trajectories collected (written to the round's shards), by one
-    Prefect task per shard, at most ``collect_workers`` at once; the scripted
-    teacher's share of the tasks (``RoundConfig.teacher_tasks``) in shards of its own,
-    and with ``devices`` ``gui`` the tasks that need the GUI agent in device shards (a
-    shard holds one device at a time)."""
+    Prefect task per shard (``stages.shard_jobs``), at most ``collect_workers`` at once
+    on threads. A shard's task reads its tasks from its manifest (``shard_jobs``)."""
     log = get_run_logger()
-    teacher = config.teacher_tasks(tasks)
-    on_device = {t.id for t in tasks if config.devices == "gui" and needs_gui(t)}
-    groups: dict[tuple[str, PolicyName, stages.BackendName], list[TaskSpec]] = {}
-    for t in tasks:
-        by_teacher, on_a_device = t.id in teacher, t.id in on_device
-        key: tuple[str, PolicyName, stages.BackendName] = (
-            _SHARD_PREFIX[by_teacher, on_a_device],
-            "scripted" if by_teacher else config.policy,
-            "device" if on_a_device else "sandbox",
-        )
-        groups.setdefault(key, []).append(t)
-    shards = [
-        (f"{prefix}-{i:05d}", policy, backend, shard)
-        for (prefix, policy, backend), group in groups.items()
-        for i, shard in enumerate(stages.shards_of(group, config.shard_size))
-    ]
+    total = sum(job.tasks for job in jobs)
+    teacher = sum(job.tasks for job in jobs if job.by_teacher)
+    on_device = sum(job.tasks for job in jobs if job.backend == "device")
     if teacher:
-        log.info("%d of %d tasks collected by the scripted teacher", len(teacher), len(tasks))
+        log.info("%d of %d tasks collected by the scripted teacher", teacher, total)
     if on_device:
         require_a_ready_device(settings)
-        log.info("%d of %d tasks run on the device pool", len(on_device), len(tasks))
+        log.info("%d of %d tasks run on the device pool", on_device, total)
     runner = round_task_runner(settings)
     # Episodes are counted as they end where shards share this process; elsewhere, by shard.
-    progress = CollectionProgress(len(tasks), log) if shares_memory(runner) else None
+    progress = CollectionProgress(total, log) if shares_memory(runner) else None
     collected = 0
     with runner:
         futures = [
@@ -419,16 +402,15 @@ def _collect(
                 {
                     "home": settings.home,
                     "round_id": round_id,
-                    "shard": name,
-                    "tasks": passed(runner, shard),
+                    "shard": job.name,
                     "config": config,
                     "settings": settings,
-                    "policy": policy,
-                    "backend": backend,
+                    "policy": job.policy,
+                    "backend": job.backend,
                     "on_episode": quote(progress) if progress else None,
                 },
             )
-            for name, policy, backend, shard in shards
+            for job in jobs
         ]
         for done, future in enumerate(futures, start=1):
             collected += future.result()
@@ -462,15 +444,6 @@ def publish_devices(settings: FlywheelSettings, round_id: str) -> None:
         description=f"Attempts per device in {round_id}: backend errors are kept as "
         "evidence, never trained on; artifacts are screenshots and page sources",
     )
-
-
-_SHARD_PREFIX = {
-    (False, False): "shard",
-    (True, False): "teacher",
-    (False, True): "device",
-    (True, True): "teacher-device",
-}
-"""Shard names by (collected by the teacher, run on a device)."""
 
 
 def _mark(settings: FlywheelSettings, round_id: str, stage: str) -> None:

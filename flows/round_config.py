@@ -3,12 +3,12 @@ from it. Plain pydantic, no Prefect: the round's stages and the benchmarks read 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from contract import GenerationPlan, MixTarget, TaskSpec, content_hash, default_plan
+from contract import GenerationPlan, MixTarget, content_hash, default_plan
 from flows.settings import DeviceRoute, FlywheelSettings, GateName, GuiAgentName, PolicyName
 
 Share = Annotated[float, Field(ge=0, le=1)]
@@ -52,12 +52,12 @@ class RoundConfig(BaseModel):
                 del config[name]
         return "round-" + content_hash(config, 12)
 
-    def teacher_tasks(self, tasks: Sequence[TaskSpec]) -> set[str]:
+    def teacher_tasks(self, task_ids: Iterable[str]) -> set[str]:
         """Ids of the tasks the scripted teacher collects: ``teacher_share`` of them,
-        spread evenly over ``tasks`` in id order (none with the scripted policy)."""
+        spread evenly over ``task_ids`` in id order (none with the scripted policy)."""
         if self.policy == "scripted" or not self.teacher_share:
             return set()
-        ordered = sorted(t.id for t in tasks)
+        ordered = sorted(task_ids)
         share = self.teacher_share
         return {
             task_id for i, task_id in enumerate(ordered) if int((i + 1) * share) > int(i * share)

@@ -38,7 +38,7 @@ from contract import (
     Trajectory,
 )
 from curation.balance import Candidate
-from envs.appium.backend import ShardDevices
+from envs.appium.backend import ShardDevices, needs_gui
 from envs.backend import Backend
 from envs.sandbox import MobileSandbox
 from envs.sandbox.reverify import Reverification, reverify
@@ -46,10 +46,10 @@ from flows.approval import Proposal
 from flows.gates import sync_until
 from flows.policies import build_policy
 from flows.round_config import RoundConfig
-from flows.settings import FlywheelSettings, catalog_path
+from flows.settings import FlywheelSettings, PolicyName, catalog_path
 from human_gate import GateItem, GateUnavailableError, HumanGate, final_decisions
 from human_gate.auto import review_of_curation
-from storage import Catalog
+from storage import Catalog, TaskStore
 from storage.locations import Location, join, parent_of
 from storage.round_facts import EpisodeFacts
 from storage.shards import (
@@ -58,6 +58,7 @@ from storage.shards import (
     shard_complete,
     write_trajectory_shard,
 )
+from storage.task_manifests import MANIFEST_SUFFIX, read_task_manifest, write_task_manifest
 
 STAGES = ("construct", "collect", "curate", "gate", "balance")
 BackendName = Literal["sandbox", "device"]
@@ -89,6 +90,11 @@ def walk_stages(
 def shard_path(root: Location, round_id: str, shard: str) -> Location:
     """Where a shard of a round lives: always inside ``root`` (``shards_root``)."""
     return join(root, round_id, "shards", f"{shard}.parquet")
+
+
+def manifest_path(root: Location, round_id: str, shard: str) -> Location:
+    """Where the task manifest of a shard lives: beside the round's shards."""
+    return join(root, round_id, "tasks", f"{shard}{MANIFEST_SUFFIX}")
 
 
 def shards_root(home: Path, settings: FlywheelSettings) -> Location:
@@ -137,31 +143,115 @@ def recollection(home: Path, plan: GenerationPlan) -> list[TaskSpec]:
     return [r.task for r in resolve_recollection(plan, stored, dev)]
 
 
+@dataclass(frozen=True)
+class ShardJob:
+    """One collection shard: its name, who collects it on which backend, how many tasks
+    (their specs are in its task manifest)."""
+
+    name: str
+    policy: PolicyName
+    backend: BackendName
+    tasks: int
+    by_teacher: bool
+
+
+SHARD_PREFIX = {
+    (False, False): "shard",
+    (True, False): "teacher",
+    (False, True): "device",
+    (True, True): "teacher-device",
+}
+"""Shard names by (collected by the teacher, run on a device)."""
+SPEC_BATCH = 2_000
+"""Task specs ``shard_jobs`` holds at once."""
+
+
+def shard_jobs(
+    home: Path,
+    round_id: str,
+    recollected: Sequence[str],
+    config: RoundConfig,
+    root: Location,
+) -> list[ShardJob]:
+    """The round's collection shards over its tasks and the stored tasks it collects
+    again (``recollected``, by id), each with its task manifest written below ``root``
+    (``shards_root``; not for a shard already complete): the scripted teacher's share of
+    the tasks (``RoundConfig.teacher_tasks``) in shards of its own, and with ``devices``
+    ``gui`` the tasks that need the GUI agent in device shards (a shard holds one device
+    at a time). Specs are read ``SPEC_BATCH`` at a time, once to group the tasks (by id,
+    world seed and device) and once to write the manifests: the stage holds ids."""
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        ids = [*catalog.tasks.ids_of_round(round_id), *recollected]
+        keys: list[tuple[int, str, bool]] = []
+        for start in range(0, len(ids), SPEC_BATCH):
+            keys += [
+                (t.initial_conditions.seed, t.id, config.devices == "gui" and needs_gui(t))
+                for t in catalog.tasks.by_ids(ids[start : start + SPEC_BATCH])
+            ]
+        teacher = config.teacher_tasks(ids)
+        groups: dict[tuple[bool, bool], list[tuple[int, str]]] = {}
+        for seed, task_id, on_a_device in keys:
+            groups.setdefault((task_id in teacher, on_a_device), []).append((seed, task_id))
+        shards = [
+            (f"{SHARD_PREFIX[by_teacher, on_a_device]}-{i:05d}", by_teacher, on_a_device, shard)
+            for (by_teacher, on_a_device), group in groups.items()
+            for i, shard in enumerate(shards_of(group, config.shard_size))
+        ]
+        batch: list[tuple[str, list[str]]] = []
+        for n, (name, _, _, shard) in enumerate(shards, start=1):
+            if not shard_complete(shard_path(root, round_id, name)):
+                batch.append((name, shard))
+            if n == len(shards) or sum(len(s) for _, s in batch) >= SPEC_BATCH:
+                _write_manifests(catalog.tasks, root, round_id, batch)
+                batch = []
+    return [
+        ShardJob(
+            name=name,
+            policy="scripted" if by_teacher else config.policy,
+            backend="device" if on_a_device else "sandbox",
+            tasks=len(shard),
+            by_teacher=by_teacher,
+        )
+        for name, by_teacher, on_a_device, shard in shards
+    ]
+
+
+def _write_manifests(
+    tasks: TaskStore, root: Location, round_id: str, shards: Sequence[tuple[str, list[str]]]
+) -> None:
+    """The task manifests of ``shards`` (name, task ids), from one read of their specs."""
+    specs = iter(tasks.by_ids([task_id for _, shard in shards for task_id in shard]))
+    for name, shard in shards:
+        write_task_manifest([next(specs) for _ in shard], manifest_path(root, round_id, name))
+
+
 def collect_one_shard(
     home: Path,
     round_id: str,
     shard: str,
-    tasks: Sequence[TaskSpec],
     config: RoundConfig,
     settings: FlywheelSettings,
     policy_name: str | None = None,
     backend: BackendName = "sandbox",
     on_episode: EpisodeHook | None = None,
 ) -> list[Trajectory]:
-    """Run one shard with ``policy_name`` (default: the round's policy) on ``backend``
-    and write its Parquet file; a shard already on disk is read back, not rerun.
+    """Run one shard of the tasks its manifest names (``shard_jobs`` wrote it) with
+    ``policy_name`` (default: the round's policy) on ``backend`` and write its Parquet
+    file; a shard already on disk is read back, not rerun.
     Returns the shard's trajectories; ``on_episode`` hears of each (read back ones too).
 
     On ``device`` the shard leases one device of the pool at a time: an attempt whose
     device failed is tried again on another (``[retries] backend``; its attempts are the
     round's ``max_backend_attempts``)."""
-    path = shard_path(shards_root(home, settings), round_id, shard)
+    root = shards_root(home, settings)
+    path = shard_path(root, round_id, shard)
     if shard_complete(path):
         stored = read_trajectory_shard(path)
         if on_episode is not None:
             for trajectory in stored:
                 on_episode(trajectory)
         return stored
+    tasks = read_task_manifest(manifest_path(root, round_id, shard))
     policy = build_policy(
         policy_name or config.policy,
         settings,
@@ -215,9 +305,10 @@ def local_sandbox(fault_rate: float, device: str) -> MobileSandbox:
     return devices[key]
 
 
-def shards_of(tasks: Sequence[TaskSpec], size: int) -> list[list[TaskSpec]]:
-    """Shards of ``size`` tasks, grouped by world seed so a shard reuses few worlds."""
-    ordered = sorted(tasks, key=lambda t: (t.initial_conditions.seed, t.id))
+def shards_of(keys: Iterable[tuple[int, str]], size: int) -> list[list[str]]:
+    """Task ids in shards of ``size``, grouped by world seed (``keys``: (seed, task id))
+    so a shard reuses few worlds."""
+    ordered = [task_id for _, task_id in sorted(keys)]
     return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contract import InvalidInputError
-from storage.files import path_inside
+from storage.files import path_inside, write_atomically
 
 if TYPE_CHECKING:  # fsspec is imported when a URL is used, not by every command's start
     from fsspec import AbstractFileSystem
@@ -71,3 +71,24 @@ def name_of(location: Location) -> str:
 def parent_of(location: Location) -> Location:
     """The folder ``location`` is in."""
     return Path(location).parent if not is_url(location) else str(location).rsplit("/", 1)[0]
+
+
+def write_whole(location: Location, data: bytes) -> None:
+    """Write ``data`` at ``location`` so that a reader sees all of it or nothing: a local
+    file is written under a temporary name and renamed; at a URL, one object is uploaded."""
+    if is_url(location):
+        fs, key = filesystem(location)
+        with fs.open(key, "wb") as sink:
+            sink.write(data)
+    else:
+        write_atomically(Path(location), lambda sink: sink.write(data))
+
+
+def read_whole(location: Location) -> bytes:
+    """The bytes at ``location`` (FileNotFoundError when there are none)."""
+    if is_url(location):
+        fs, key = filesystem(location)
+        with fs.open(key, "rb") as source:
+            data: bytes = source.read()
+        return data
+    return Path(location).read_bytes()

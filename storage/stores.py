@@ -156,6 +156,15 @@ class TaskStore(Protocol):
         """Tasks first constructed in ``round_id``, ordered by id."""
         ...
 
+    def ids_of_round(self, round_id: str) -> list[str]:
+        """The ids of ``of_round(round_id)``, without parsing a spec."""
+        ...
+
+    def by_ids(self, task_ids: Sequence[str]) -> list[TaskSpec]:
+        """The tasks ``task_ids``, in that order; UnknownIdError names the first one there
+        is none such of."""
+        ...
+
     def except_round(self, round_id: str) -> list[TaskSpec]:
         """Tasks constructed in other rounds (or none), ordered by id."""
         ...

@@ -9,7 +9,7 @@ from storage import round_facts
 from storage.connection import CatalogFile
 from storage.errors import UnknownIdError
 from storage.rows import REJECTION_SCHEMA, TASK_SCHEMA, rejection_row, task_row
-from storage.sql import dicts, insert_rows, recent_ids, unique
+from storage.sql import dicts, ids_table, insert_rows, recent_ids, registered, unique
 
 
 class DuckDBTaskStore:
@@ -30,6 +30,29 @@ class DuckDBTaskStore:
 
     def of_round(self, round_id: str) -> list[TaskSpec]:
         return self._specs("WHERE round_id = ?", [round_id])
+
+    def ids_of_round(self, round_id: str) -> list[str]:
+        with self._file.read() as con:
+            rows = con.execute(
+                "SELECT id FROM tasks WHERE round_id = ? ORDER BY id", [round_id]
+            ).fetchall()
+        return [str(task_id) for (task_id,) in rows]
+
+    def by_ids(self, task_ids: Sequence[str]) -> list[TaskSpec]:
+        wanted = list(dict.fromkeys(task_ids))
+        if not wanted:
+            return []
+        with self._file.read() as con:
+            with registered(con, "_wanted", ids_table(wanted)):
+                rows = con.execute(
+                    "SELECT id, spec FROM tasks WHERE id IN (SELECT id FROM _wanted)"
+                ).fetchall()
+            found = {task_id: spec for task_id, spec in rows}
+            missing = next((i for i in wanted if i not in found), None)
+            if missing is not None:
+                raise UnknownIdError("task", missing, recent_ids(con, "tasks"))
+        specs = {i: TaskSpec.model_validate_json(found[i]) for i in wanted}
+        return [specs[i] for i in task_ids]
 
     def except_round(self, round_id: str) -> list[TaskSpec]:
         return self._specs("WHERE round_id IS DISTINCT FROM ?", [round_id])

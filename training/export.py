@@ -33,7 +33,7 @@ import re
 import shutil
 import traceback
 from collections import deque
-from collections.abc import Container, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
@@ -176,6 +176,8 @@ def export_dataset(
     tools: ToolSource | None = None,
     verify: bool = False,
     workers: int = 0,
+    chunk: int | None = None,
+    spread: ChunkSpread | None = None,
 ) -> ExportReport:
     """Write dataset version ``dataset_id`` to ``out_dir``: ``hf/`` (a ``DatasetDict``
     with splits ``sft`` and ``rl_tasks`` as ``save_to_disk`` lays it out, for
@@ -197,15 +199,18 @@ def export_dataset(
     ``verify`` recomputes every member's content id from its stored rows while loading
     it (a drifted row is refused); off by default, as freezing the version and ingesting
     its trajectories checked them already, and it costs a third of the loading.
-    ``workers`` processes read members and build rows, ``CHUNK`` members at a time, while
+    ``workers`` processes read members and build rows, ``chunk`` members at a time
+    (default ``CHUNK``), while
     this one writes them, in member order (0: one per CPU, at most 8): the rows and the
     card are the same as from one process. A worker is sent a range of member positions
     and hands its rows back as Arrow files in the staging folder (no rows are pickled).
-    One process does it all when ``workers`` is 1, when the version is a single chunk
-    (starting a worker costs seconds of imports), or when ``tools`` is given (a worker
-    uses the sandbox's tools). Workers are started with ``spawn`` (safe in a process with
-    threads), open the catalog read-only, and are gone when the export returns or raises;
-    an exception of a worker is raised here as itself.
+    ``spread`` runs the chunks elsewhere instead (``flows.execution.export_spread``: as
+    tasks of a Ray cluster, which must see the catalog and the staging folder at the same
+    paths). One process does it all when neither spreads (``workers`` 1), when the
+    version is a single chunk (starting a worker costs seconds of imports), or when
+    ``tools`` is given (a worker uses the sandbox's tools). Workers are started with
+    ``spawn`` (safe in a process with threads), open the catalog read-only, and are gone
+    when the export returns or raises; an exception of a worker is raised here as itself.
     """
     if fmt not in FORMATS:
         raise InvalidInputError("format", f"unknown export format {fmt!r}", FORMATS)
@@ -219,7 +224,12 @@ def export_dataset(
     summary = catalog.datasets.describe(dataset_id)
     if workers <= 0:
         workers = min(os.cpu_count() or 1, 8)
-    rows = _Rows(catalog, version, tools, verify=verify, workers=workers)
+    chunk = CHUNK if chunk is None else chunk
+    if chunk < 1:
+        raise InvalidInputError("chunk", f"{chunk} is not a positive number of members")
+    rows = _Rows(
+        catalog, version, tools, verify=verify, workers=workers, chunk=chunk, spread=spread
+    )
     with staging(out_dir) as folder:
         _write(folder, fmt, rows)
         card = dataset_card(version, summary, rows.tally, fmt=fmt)
@@ -300,8 +310,8 @@ _COUNTED += ("weight", "masked_steps", "correction")
 
 class _Rows:
     """The version's rows, chunk by chunk in member order, counted for the card (``tally``):
-    built here, or by ``workers`` processes when there are several chunks and the tools
-    are the sandbox's (``tools`` None)."""
+    built here, or by workers (``spread``, else ``workers`` processes) when there are
+    several chunks and the tools are the sandbox's (``tools`` None)."""
 
     def __init__(
         self,
@@ -311,56 +321,46 @@ class _Rows:
         *,
         verify: bool,
         workers: int,
+        chunk: int,
+        spread: ChunkSpread | None,
     ) -> None:
         self.catalog = catalog
         self.version = version
         self.tools = tools
         self.verify = verify
         self.workers = workers
+        self.chunk = chunk
+        self.spread = spread
         self.tally = CardTally()
         self._seen: set[str] = set()
 
     def chunks(self, scratch: Path) -> Generator[_Chunk]:
-        """The rows of the version's members, ``CHUNK`` members at a time, in member
+        """The rows of the version's members, ``chunk`` members at a time, in member
         order. A worker reads its range of members from the catalog and writes its rows to
         Arrow files in ``scratch``, which this process maps, passes on, and deletes."""
         size = len(self.version.members)
-        ranges = [(start, min(start + CHUNK, size)) for start in range(0, size, CHUNK)]
-        workers = min(self.workers, len(ranges))
-        if workers <= 1 or self.tools is not None:
+        ranges = [(start, min(start + self.chunk, size)) for start in range(0, size, self.chunk)]
+        spread = self.spread
+        if spread is None and min(self.workers, len(ranges)) > 1:
+            spread = process_spread(min(self.workers, len(ranges)))
+        if spread is None or len(ranges) <= 1 or self.tools is not None:
             builder = _Builder(self.catalog, self.tools or MobileSandbox(), verify=self.verify)
             for start, stop in ranges:
                 yield self._accept(builder.build(self.version.id, start, stop, skip=self._seen))
             return
-        job = _Job(
+        job = ChunkJob(
             catalog=str(self.catalog.path),
             lock_wait_s=self.catalog.lock_wait_s,
             dataset_id=self.version.id,
             verify=self.verify,
             scratch=str(scratch),
         )
-        context = multiprocessing.get_context("spawn")  # the caller may have threads
-        executor = ProcessPoolExecutor(workers, mp_context=context)
-        try:
-            queue = iter(ranges)
-            pending: deque[Future[_Spilled | _Raised]] = deque()
-
-            def submit() -> None:
-                bounds = next(queue, None)
-                if bounds is not None:
-                    pending.append(executor.submit(_build_in_worker, job, *bounds))
-
-            for _ in range(2 * workers):  # two chunks a worker in flight: memory stays bounded
-                submit()
-            while pending:
-                spilled = pending.popleft().result()
-                submit()
-                if isinstance(spilled, _Raised):
-                    raise spilled.exception()
-                with spilled.mapped() as built:
+        with closing(spread(job, ranges)) as results:
+            for result in results:
+                if isinstance(result, _Raised):
+                    raise result.exception()
+                with result.mapped() as built:
                     yield self._accept(built)
-        finally:
-            executor.shutdown(wait=True, cancel_futures=True)
 
     def _accept(self, built: _Built) -> _Chunk:
         """``built``, counted, less the ``rl_tasks`` rows of tasks earlier chunks had."""
@@ -585,9 +585,9 @@ _STEP_COLUMNS = ("trajectory_id", "idx", "action", "model_output", "feedback", "
 
 
 @dataclass(frozen=True)
-class _Job:
-    """What a worker process needs to build a chunk besides its range: where the catalog
-    is, which version, and where to write the rows."""
+class ChunkJob:
+    """What a worker needs to build a chunk besides its range: where the catalog is,
+    which version, and where to write the rows."""
 
     catalog: str
     lock_wait_s: float
@@ -620,7 +620,7 @@ def _mapped(path: Path) -> pa.Table:
         return pa.ipc.open_stream(source).read_all()
 
 
-_worker_builders: dict[_Job, _Builder] = {}
+_worker_builders: dict[ChunkJob, _Builder] = {}
 """A worker process's builder, made by its first chunk (a pool lives for one export)."""
 
 
@@ -643,10 +643,47 @@ class _Raised:
         return exc
 
 
-def _build_in_worker(job: _Job, start: int, stop: int) -> _Spilled | _Raised:
-    """The rows of the members at positions ``[start, stop)``, built in a worker process
-    from the catalog opened read-only, with the sandbox's tools, and written to files in
-    ``job.scratch``; an exception comes back as a ``_Raised``, for the parent to raise."""
+ChunkResult = _Spilled | _Raised
+"""What building a chunk gives back: its files, or the exception it raised."""
+ChunkSpread = Callable[[ChunkJob, Sequence[tuple[int, int]]], Generator[ChunkResult]]
+"""Runs ``build_chunk`` for each member range somewhere and yields the results in range
+order: the export's own worker processes (``process_spread``), or tasks of a cluster."""
+
+
+def process_spread(workers: int) -> ChunkSpread:
+    """Chunks built by ``workers`` processes of this machine, two a worker in flight (the
+    memory stays bounded), started with ``spawn`` (safe in a process with threads) and
+    gone when the results are read or closed."""
+
+    def spread(job: ChunkJob, ranges: Sequence[tuple[int, int]]) -> Generator[ChunkResult]:
+        context = multiprocessing.get_context("spawn")
+        executor = ProcessPoolExecutor(workers, mp_context=context)
+        try:
+            queue = iter(ranges)
+            pending: deque[Future[ChunkResult]] = deque()
+
+            def submit() -> None:
+                bounds = next(queue, None)
+                if bounds is not None:
+                    pending.append(executor.submit(build_chunk, job, *bounds))
+
+            for _ in range(2 * workers):
+                submit()
+            while pending:
+                result = pending.popleft().result()
+                submit()
+                yield result
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+    return spread
+
+
+def build_chunk(job: ChunkJob, start: int, stop: int) -> ChunkResult:
+    """The rows of the members at positions ``[start, stop)``, built in a worker (a
+    process of the export's pool, or a Ray task) from the catalog opened read-only, with
+    the sandbox's tools, and written to files in ``job.scratch``; an exception comes back
+    as a ``_Raised``, for the exporting process to raise."""
     try:
         builder = _worker_builders.get(job)
         if builder is None:

@@ -24,9 +24,10 @@ from envs.sandbox.templates.catalog import instantiate, template_named
 from envs.screen import permission_id
 from flows.devices import device_specs, ensure_device_limits, limit_name, prefect_guard
 from flows.round_config import resolve_config
-from flows.round_stages import collect_one_shard
+from flows.round_stages import collect_one_shard, manifest_path, shards_root
 from flows.servers import prefect_api
 from flows.settings import DeviceSettings, DevicesSettings, FlywheelSettings, ModelEndpoint
+from storage.task_manifests import write_task_manifest
 from tests.fakes import ScriptedChatServer, tool_call_reply
 
 
@@ -214,9 +215,11 @@ def test_a_device_shard_runs_the_llm_gui_agent_the_settings_name(
             fault_rate=0.0,
         )
         assert config.round_id() != scripted.round_id()
+        root = shards_root(tmp_path, settings)
+        write_task_manifest([task], manifest_path(root, "round-llm-gui", "device-00000"))
         with prefect_api(prefect_api_url):
             [trajectory] = collect_one_shard(
-                tmp_path, "round-llm-gui", "device-00000", [task], config, settings, None, "device"
+                tmp_path, "round-llm-gui", "device-00000", config, settings, None, "device"
             )
         requests = chat.requests
     assert trajectory.metadata.outcome is Outcome.SUCCESS

@@ -1,6 +1,7 @@
-"""A round whose collection shards and curation partitions run on a Ray cluster, started
-here as a user starts one (``ray start --head`` on 127.0.0.1, 2 CPUs): the same dataset
-as on threads and worker processes."""
+"""A round whose collection shards and curation partitions, and an export whose chunks,
+run on a Ray cluster, started here as a user starts one (``ray start --head`` on
+127.0.0.1, 2 CPUs): the same dataset and the same export as on threads and worker
+processes."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from flows.servers import free_port
-from tests.flows.commands import run_round
+from tests.flows.commands import flywheel_json, run_round
 
 RAY = str(Path(sys.executable).parent / "ray")
 
@@ -103,3 +106,31 @@ def test_a_round_on_ray_makes_the_dataset_the_threads_make(
     shards = sorted(p.name for p in (tmp_path / "ray").rglob("shard-*.parquet"))
     assert shards == sorted(p.name for p in (tmp_path / "threads").rglob("shard-*.parquet"))
     assert len(shards) == 4
+    dataset = on_ray["dataset_version"]
+    on_cluster = _export(
+        tmp_path / "ray",
+        prefect_api_url,
+        dataset,
+        FLYWHEEL_EXECUTION__RUNNER="ray",
+        FLYWHEEL_EXECUTION__ADDRESS=address,
+    )
+    in_processes = _export(tmp_path / "threads", prefect_api_url, dataset)
+    chunks = -(-on_ray["counts"]["in_dataset"] // 5)
+    assert chunks > 1
+    assert finished(dashboard, "export-chunk", chunks) == chunks  # the chunks ran there
+    assert on_cluster == in_processes
+
+
+def _export(home: Path, api: str, dataset: str, **extra: str) -> dict[str, list[dict[str, Any]]]:
+    """``flywheel datasets export --chunk 5`` (with the settings ``extra``): the rows of
+    each exported Parquet file, by name."""
+    out = home / "export"
+    report = flywheel_json(
+        home,
+        api,
+        *("datasets", "export", dataset, "--out", str(out), "--format", "parquet"),
+        *("--chunk", "5"),
+        **extra,
+    )
+    assert report["sft_rows"] > 5
+    return {p.name: pq.read_table(p).to_pylist() for p in sorted(out.rglob("*.parquet"))}

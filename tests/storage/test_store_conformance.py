@@ -227,6 +227,9 @@ def test_reads_give_back_what_was_written(written: Catalog, world: World) -> Non
         {t.task.id: t.task for t in of_round}.values(), key=lambda t: t.id
     )
     assert written.tasks.rejections_of_round(ROUND) == [world.rejection]
+    assert written.tasks.ids_of_round(ROUND) == [t.id for t in written.tasks.of_round(ROUND)]
+    tasks = [of_round[4].task, of_round[1].task, of_round[4].task]
+    assert written.tasks.by_ids([t.id for t in tasks]) == tasks
     assert written.trajectories.of_round(ROUND) == of_round
     assert written.trajectories.count(ROUND) == len(of_round)
     picked = [of_round[3].id, of_round[0].id, of_round[3].id]
@@ -284,6 +287,7 @@ def test_typed_descriptions_have_exactly_their_declared_keys(
 
 LOOKUPS: dict[str, Callable[[Catalog], Any]] = {
     "tasks.get": lambda c: c.tasks.get(NOPE),
+    "tasks.by_ids": lambda c: c.tasks.by_ids([c.tasks.ids_of_round(ROUND)[0], NOPE]),
     "trajectories.get": lambda c: c.trajectories.get(NOPE),
     "trajectories.by_ids": lambda c: c.trajectories.by_ids([NOPE]),
     "trajectories.member_tasks": lambda c: c.trajectories.member_tasks([NOPE]),
@@ -312,6 +316,8 @@ def test_absent_things_read_as_none_or_empty(implementation: str, tmp_path: Path
         assert empty.models.alias(ModelAlias.CHAMPION) is None
         assert empty.models.latest_deployment() is None
         assert empty.trajectories.by_ids([]) == []
+        assert empty.tasks.by_ids([]) == []
+        assert empty.tasks.ids_of_round(ROUND) == []
         assert empty.trajectories.balance_rows([]) == []
         with pytest.raises(InvalidInputError, match="deployment_id"):
             empty.models.deployment("dep-nope")

@@ -5,6 +5,7 @@ rows built from the rebuilt trajectories (the record path, kept in tests as the 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -30,7 +31,15 @@ from envs.sandbox import MobileSandbox
 from storage import Catalog, UnknownIdError
 from tests.storage.builders import make_version
 from training.card import CardTally
-from training.export import export_dataset, loss_masked_steps, outcome_label
+from training.export import (
+    ChunkJob,
+    ChunkResult,
+    ChunkSpread,
+    build_chunk,
+    export_dataset,
+    loss_masked_steps,
+    outcome_label,
+)
 
 
 def stored_chat_steps(catalog: Catalog, version: DatasetVersion) -> dict[str, list[ChatStep]]:
@@ -144,27 +153,43 @@ def test_a_member_whose_trajectory_is_gone_is_named(made: Made, tmp_path: Path) 
         catalog.trajectories.export_columns(made.version.id, 0, 10)
 
 
-def test_worker_chunks_emit_each_task_once_as_one_process_does(
-    made: Made, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_worker_chunks_emit_each_task_once_as_one_process_does(made: Made) -> None:
     """Tasks that come back in later chunks: a worker does not know what earlier chunks
     had, the exporting process drops their ``rl_tasks`` rows again; the tables and the
-    tally are those of one process."""
-    monkeypatch.setattr(training.export, "CHUNK", 300)
+    tally are those of one process, whichever spread built the chunks (the export's own
+    processes, or any ``ChunkSpread``: here one that builds them in this process, as a
+    cluster's tasks would, from the job alone)."""
     members = made.version.members
     chunk_of: dict[str, set[int]] = {}
     for position, member in enumerate(members):
         chunk_of.setdefault(member.task_id, set()).add(position // 300)
     assert any(len(chunks) > 1 for chunks in chunk_of.values())  # the case this is about
 
-    def built(workers: int) -> tuple[list[Any], list[Any], CardTally]:
+    jobs: list[tuple[int, int]] = []
+
+    def inline(job: ChunkJob, ranges: Sequence[tuple[int, int]]) -> Generator[ChunkResult]:
+        for start, stop in ranges:
+            jobs.append((start, stop))
+            yield build_chunk(job, start, stop)
+
+    def built(
+        workers: int, spread: ChunkSpread | None = None
+    ) -> tuple[list[Any], list[Any], CardTally]:
         with Catalog.open(made.path, read_only=True) as catalog, TemporaryDirectory() as tmp:
-            rows = training.export._Rows(catalog, made.version, None, verify=False, workers=workers)
+            rows = training.export._Rows(
+                catalog, made.version, None, verify=False, workers=workers, chunk=300, spread=spread
+            )
             chunks = [(c.sft.to_pylist(), c.rl.to_pylist()) for c in rows.chunks(Path(tmp))]
             assert list(Path(tmp).iterdir()) == []  # the workers' files are gone
         return [sft for sft, _ in chunks], [rl for _, rl in chunks], rows.tally
 
     sft, rl, tally = built(1)
+    assert len(sft) > 1
     assert built(2) == (sft, rl, tally)
+    assert built(1, inline) == (sft, rl, tally)
+    assert jobs == [
+        (start, min(start + 300, len(members))) for start in range(0, len(members), 300)
+    ]
+    training.export._worker_builders.clear()
     assert sum(map(len, rl)) == tally.rl_tasks == len(chunk_of)
     assert tally.sft_rows == len(members)

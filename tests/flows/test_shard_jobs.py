@@ -1,0 +1,103 @@
+"""A round's collection shards: every task in exactly one shard, the teacher's and the
+device's in shards of their own, grouped by world; each shard's tasks in its manifest
+(read from the catalog a batch at a time), so a shard's Prefect task gets no records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contract import TaskSpec
+from envs.appium.backend import needs_gui
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import instantiate, sample_tasks, template_named
+from flows import round_stages
+from flows.round_config import RoundConfig, resolve_config
+from flows.round_stages import manifest_path, shard_jobs, shard_path
+from flows.settings import FlywheelSettings, catalog_path
+from storage import Catalog, write_trajectory_shard
+from storage.task_manifests import read_task_manifest
+
+ROUND = "round-a"
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> tuple[list[TaskSpec], list[TaskSpec]]:
+    """30 tasks of ``ROUND`` (two of them need the GUI agent) and 3 of an older round."""
+    sandbox = MobileSandbox()
+    gui = [instantiate(template_named("grant_app_permission"), s, sandbox) for s in (3, 4)]
+    ours = [*sample_tasks(28, 5, sandbox), *gui]
+    older = [t for t in sample_tasks(3, 9, sandbox) if t.id not in {o.id for o in ours}]
+    with Catalog.open(catalog_path(tmp_path)) as catalog:
+        catalog.tasks.add(ROUND, ours)
+        catalog.tasks.add("round-old", older)
+    return ours, older
+
+
+def _config(tmp_path: Path, **changes: object) -> RoundConfig:
+    config = resolve_config(FlywheelSettings(home=tmp_path), tasks=30, policy="openai")
+    return config.model_copy(update={"shard_size": 4, **changes})
+
+
+@pytest.mark.parametrize("batch", [1, 7, 2_000])
+def test_every_task_is_in_one_shard_whose_manifest_holds_its_spec(
+    tmp_path: Path,
+    stored: tuple[list[TaskSpec], list[TaskSpec]],
+    monkeypatch: pytest.MonkeyPatch,
+    batch: int,
+) -> None:
+    monkeypatch.setattr(round_stages, "SPEC_BATCH", batch)
+    ours, older = stored
+    config = _config(tmp_path, teacher_share=0.5, devices="gui")
+    root = tmp_path / "rounds"
+
+    jobs = shard_jobs(tmp_path, ROUND, [t.id for t in older], config, root)
+
+    by_id = {t.id: t for t in [*ours, *older]}
+    manifests = {job.name: read_task_manifest(manifest_path(root, ROUND, job.name)) for job in jobs}
+    placed = [t.id for tasks in manifests.values() for t in tasks]
+    assert sorted(placed) == sorted(by_id)  # each task once
+    assert all(t == by_id[t.id] for tasks in manifests.values() for t in tasks)
+    assert all(len(manifests[job.name]) == job.tasks <= 4 for job in jobs)
+    teacher = config.teacher_tasks(by_id)
+    for job in jobs:
+        tasks = manifests[job.name]
+        assert (
+            job.by_teacher == all(t.id in teacher for t in tasks) == job.name.startswith("teacher")
+        )
+        assert job.policy == ("scripted" if job.by_teacher else "openai")
+        assert (job.backend == "device") == all(needs_gui(t) for t in tasks)
+        assert tasks == sorted(tasks, key=lambda t: (t.initial_conditions.seed, t.id))
+    assert {t.id for job in jobs if job.backend == "device" for t in manifests[job.name]} == {
+        task_id for task_id, t in by_id.items() if needs_gui(t)
+    }
+    assert sum(needs_gui(t) for t in ours) >= 2
+
+
+def test_without_devices_or_a_teacher_every_shard_is_the_policys_on_the_sandbox(
+    tmp_path: Path, stored: tuple[list[TaskSpec], list[TaskSpec]]
+) -> None:
+    jobs = shard_jobs(tmp_path, ROUND, [], _config(tmp_path), tmp_path / "rounds")
+
+    assert [job.name for job in jobs] == [f"shard-{i:05d}" for i in range(8)]
+    assert {(job.policy, job.backend, job.by_teacher) for job in jobs} == {
+        ("openai", "sandbox", False)
+    }
+    assert sum(job.tasks for job in jobs) == 30
+
+
+def test_a_shard_already_collected_gets_no_manifest_again(
+    tmp_path: Path, stored: tuple[list[TaskSpec], list[TaskSpec]]
+) -> None:
+    root = tmp_path / "rounds"
+    first = shard_jobs(tmp_path, ROUND, [], _config(tmp_path), root)
+    for job in first:
+        Path(manifest_path(root, ROUND, job.name)).unlink()
+    write_trajectory_shard([], shard_path(root, ROUND, first[0].name), shard=first[0].name)
+
+    again = shard_jobs(tmp_path, ROUND, [], _config(tmp_path), root)
+
+    assert again == first
+    written = {job.name for job in again if Path(manifest_path(root, ROUND, job.name)).exists()}
+    assert written == {job.name for job in again[1:]}
