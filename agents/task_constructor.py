@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import logging
 import random
+import zlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple, Protocol, TypedDict
 
@@ -31,6 +32,7 @@ from langgraph.graph.state import CompiledStateGraph
 from agents.llm import JsonLLM, LLMFailure, consult
 from contract import (
     REPAIR_PATTERN,
+    TRUSTED_IDS,
     Capability,
     Difficulty,
     FailureType,
@@ -70,7 +72,7 @@ WORLDS_PER_ROUND = 48
 class TaskSink(Protocol):
     """Where constructed tasks and rejected proposals go (the catalog's ``TaskStore``)."""
 
-    def add(self, round_id: str | None, tasks: Sequence[TaskSpec]) -> int: ...
+    def add(self, round_id: str | None, tasks: Iterable[TaskSpec]) -> int: ...
 
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int: ...
 
@@ -116,13 +118,36 @@ class Recollection:
 
 class Construction(NamedTuple):
     tasks: list[TaskSpec]
+    """The accepted tasks, sorted by id; empty when a store was given (they are there)."""
     rejected: list[RejectedTask]
+    """The refused proposals; empty when a store was given (they are there)."""
     plan: GenerationPlan
     """The plan as filled: quotas of cells whose templates ran out moved, with reasons."""
     recollect: tuple[Recollection, ...]
     """The plan's replays and preservation set, resolved to the stored tasks."""
     repair_sets: dict[FailureType, tuple[str, ...]]
     """Ids of the accepted tasks of each repair set."""
+
+
+class Accepted(NamedTuple):
+    """An accepted task as construction holds it until it is stored: what the later
+    passes read of it (id, fingerprint, the quota slot it fills) and its spec as
+    compressed canonical JSON (a fortieth of the memory of the spec object: a large
+    round's construction holds thousands)."""
+
+    id: str
+    fingerprint: str
+    slot: Slot
+    spec: bytes
+
+    @classmethod
+    def of(cls, task: TaskSpec, slot: Slot) -> Accepted:
+        return cls(task.id, task.fingerprint, slot, zlib.compress(task.to_json(), 1))
+
+    def task(self) -> TaskSpec:
+        """The spec again (its id is not recomputed: it was written from the spec)."""
+        spec = zlib.decompress(self.spec)
+        return TaskSpec.model_validate_json(spec, context={TRUSTED_IDS: True})
 
 
 class ConstructorState(TypedDict, total=False):
@@ -144,7 +169,7 @@ class ConstructorState(TypedDict, total=False):
     exhausted: frozenset[Slot]
     """Cells and repair sets whose templates yield no new tasks: their quota moved."""
     proposals: list[Proposal]
-    accepted: list[TaskSpec]
+    accepted: list[Accepted]
     repair_of: dict[str, FailureType]
     """Accepted tasks (by id) that fill a repair set, and which."""
     rejected: list[RejectedTask]
@@ -164,17 +189,13 @@ def slot_of(task: TaskSpec, repair_of: Mapping[str, FailureType]) -> Slot:
     return repair_of.get(task.id) or cell_of(task)
 
 
-def _filled(accepted: Sequence[TaskSpec], repair_of: Mapping[str, FailureType]) -> Counter[Slot]:
-    return Counter(slot_of(t, repair_of) for t in accepted)
+def _filled(accepted: Sequence[Accepted]) -> Counter[Slot]:
+    return Counter(a.slot for a in accepted)
 
 
-def shortfall(
-    plan: GenerationPlan,
-    accepted: Sequence[TaskSpec],
-    repair_of: Mapping[str, FailureType] | None = None,
-) -> dict[Slot, int]:
+def shortfall(plan: GenerationPlan, accepted: Sequence[Accepted]) -> dict[Slot, int]:
     """Tasks still missing per quota cell and per repair set (cells first)."""
-    have = _filled(accepted, repair_of or {})
+    have = _filled(accepted)
     missing: dict[Slot, int] = {
         (q.capability, q.difficulty): q.count - have[(q.capability, q.difficulty)]
         for q in plan.quotas
@@ -247,7 +268,7 @@ def make_propose(sandbox: MobileSandbox, llm: JsonLLM | None) -> ConstructorNode
         taken = _taken(state)
         plan = state["plan"]
         weights = {w.template: w.weight for w in plan.template_weights}
-        missing_by_slot = shortfall(plan, state.get("accepted", []), state.get("repair_of", {}))
+        missing_by_slot = shortfall(plan, state.get("accepted", []))
         for slot in sorted(missing_by_slot, key=_slot_key):
             missing = missing_by_slot[slot]
             pool = templates_of(slot)
@@ -422,7 +443,7 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
             else:
                 survivors.append((proposal, proposal.task))
         sketches = index.hasher.sketches([word_shingles(what_it_asks(t)) for _, t in survivors])
-        missing = shortfall(state["plan"], accepted, repair_of)
+        missing = shortfall(state["plan"], accepted)
         seen = {t.fingerprint for t in accepted}
         for (proposal, task), sketch in zip(survivors, sketches, strict=True):
             if missing.get(proposal.slot, 0) <= 0:
@@ -434,9 +455,9 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
                 rejected.append(_rejection(state["round_id"], proposal, reason, detail))
                 continue
             missing[proposal.slot] -= 1
-            accepted.append(task)
             if proposal.repair is not None:
                 repair_of[task.id] = proposal.repair
+            accepted.append(Accepted.of(task, slot_of(task, repair_of)))
             seen.add(task.fingerprint)
             index.add_sketch(task.id, sketch)
         return {
@@ -451,12 +472,12 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
 
 
 def _goal_index(
-    state: ConstructorState, accepted: Sequence[TaskSpec], threshold: float
+    state: ConstructorState, accepted: Sequence[Accepted], threshold: float
 ) -> NearDuplicateIndex:
     index = NearDuplicateIndex(threshold=threshold)
     index.add_many(
         [(f"known-{i}", text) for i, text in enumerate(state.get("known_goals", []))]
-        + [(t.id, what_it_asks(t)) for t in accepted]
+        + [(a.id, what_it_asks(a.task())) for a in accepted]
     )
     return index
 
@@ -530,13 +551,12 @@ def replan(state: ConstructorState) -> ConstructorState:
     difficulty (in proportion to their templates), and that of used-up repair sets to
     the open cells, saying so in the quotas' reasons."""
     plan, accepted = state["plan"], state.get("accepted", [])
-    repair_of = state.get("repair_of", {})
-    have = _filled(accepted, repair_of)
+    have = _filled(accepted)
     before = state.get("have_before", {})
     proposed = state.get("proposed", {})
     stalls = dict(state.get("stalls", {}))
     exhausted = set(state.get("exhausted", frozenset()))
-    missing = shortfall(plan, accepted, repair_of)
+    missing = shortfall(plan, accepted)
     for slot in missing:
         gained = have[slot] - before.get(slot, 0)
         stalled = gained < max(1.0, MIN_YIELD * proposed.get(slot, 0))
@@ -586,12 +606,24 @@ def replan(state: ConstructorState) -> ConstructorState:
     return {**update, "plan": plan, "exhausted": frozenset(exhausted)}
 
 
+def make_file_rejections(store: TaskSink | None) -> ConstructorNode:
+    def file_rejections(state: ConstructorState) -> ConstructorState:
+        """Store this pass's rejections and let them go (idempotent by id; a record of
+        what was refused, so storing it before the tasks are is harmless)."""
+        if store is None:
+            return {}
+        store.add_rejections(state.get("rejected", []))
+        return {"rejected": []}
+
+    return file_rejections
+
+
 def make_record(store: TaskSink | None) -> ConstructorNode:
     def record(state: ConstructorState) -> ConstructorState:
-        """Store the accepted tasks and the rejections (idempotent by id)."""
+        """Store the accepted tasks, all in one write (idempotent by id): a construction
+        stopped half-way stores none."""
         if store is not None:
-            store.add(state["round_id"], state.get("accepted", []))
-            store.add_rejections(state.get("rejected", []))
+            store.add(state["round_id"], (a.task() for a in state.get("accepted", [])))
         return {}
 
     return record
@@ -608,9 +640,7 @@ def build_task_constructor_graph(
     """The task-constructor; ``sandbox`` replays reference plans, ``store`` keeps results."""
 
     def more_needed(state: ConstructorState) -> str:
-        open_slots = set(
-            shortfall(state["plan"], state.get("accepted", []), state.get("repair_of", {}))
-        )
+        open_slots = set(shortfall(state["plan"], state.get("accepted", [])))
         open_slots -= state.get("exhausted", frozenset())
         done = not open_slots or state.get("passes", 0) >= max_passes
         return "record" if done else "propose"
@@ -618,11 +648,13 @@ def build_task_constructor_graph(
     graph = StateGraph(ConstructorState)
     graph.add_node("propose", make_propose(sandbox, llm))
     graph.add_node("validate", make_validate(sandbox, near_duplicate_threshold))
+    graph.add_node("file_rejections", make_file_rejections(store))
     graph.add_node("replan", replan)
     graph.add_node("record", make_record(store))
     graph.add_edge(START, "propose")
     graph.add_edge("propose", "validate")
-    graph.add_edge("validate", "replan")
+    graph.add_edge("validate", "file_rejections")
+    graph.add_edge("file_rejections", "replan")
     graph.add_conditional_edges("replan", more_needed, ["propose", "record"])
     graph.add_edge("record", END)
     return graph.compile(name="task-constructor")
@@ -642,7 +674,10 @@ def construct_tasks(
     stored_tasks: Sequence[TaskSpec] = (),
     max_passes: int = 12,
 ) -> Construction:
-    """Run the graph once; accepted tasks come back sorted by id.
+    """Run the graph once. Without a ``store`` the accepted tasks and the rejections
+    come back; with one they are stored (rejections pass by pass, the tasks all at once
+    at the end) and the construction holds none of them as objects, so its memory stays
+    small for a large plan.
 
     ``stored_tasks``: the catalog's tasks the plan's replays and preservation set name;
     they come back in ``recollect``. A development task among them (by split or in
@@ -668,7 +703,7 @@ def construct_tasks(
     )
     repair_of = final.get("repair_of", {})
     return Construction(
-        tasks=sorted(final.get("accepted", []), key=lambda t: t.id),
+        tasks=[a.task() for a in sorted(final.get("accepted", []))] if store is None else [],
         rejected=final.get("rejected", []),
         plan=final["plan"],
         recollect=recollect,

@@ -143,9 +143,10 @@ class RoundStore(Protocol):
 class TaskStore(Protocol):
     """Constructed tasks (train and development) and the proposals refused."""
 
-    def add(self, round_id: str | None, tasks: Sequence[TaskSpec]) -> int:
+    def add(self, round_id: str | None, tasks: Iterable[TaskSpec]) -> int:
         """Record tasks first constructed in ``round_id`` (None: by no round, as the
-        development set is); the number that were new."""
+        development set is), in one transaction, read from ``tasks`` as they are written
+        (a generator need not hold them all); the number that were new."""
         ...
 
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int:

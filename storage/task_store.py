@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from more_itertools import chunked
+
 from contract import RejectedTask, Split, TaskSpec
 from storage import round_facts
 from storage.connection import CatalogFile
 from storage.errors import UnknownIdError
 from storage.rows import REJECTION_SCHEMA, TASK_SCHEMA, rejection_row, task_row
 from storage.sql import dicts, ids_table, insert_rows, recent_ids, registered, unique
+
+INSERT_BATCH = 1_000
+"""Tasks turned into rows and inserted at once: a large round's tasks are stored in one
+transaction without their rows all in memory (each spec is kilobytes of JSON)."""
 
 
 class DuckDBTaskStore:
@@ -18,10 +24,13 @@ class DuckDBTaskStore:
     def __init__(self, file: CatalogFile) -> None:
         self._file = file
 
-    def add(self, round_id: str | None, tasks: Sequence[TaskSpec]) -> int:
-        rows = unique((task_row(t, round_id) for t in tasks), "id")
+    def add(self, round_id: str | None, tasks: Iterable[TaskSpec]) -> int:
+        added = 0
         with self._file.write() as con:
-            return insert_rows(con, "tasks", rows, TASK_SCHEMA)
+            for batch in chunked(tasks, INSERT_BATCH):
+                rows = unique((task_row(t, round_id) for t in batch), "id")
+                added += insert_rows(con, "tasks", rows, TASK_SCHEMA)
+        return added
 
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int:
         rows = unique((rejection_row(r) for r in rejections), "id")

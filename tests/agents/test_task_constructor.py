@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pytest
 from pydantic import JsonValue
@@ -267,9 +267,10 @@ class SpyStore:
         self.tasks: list[TaskSpec] = []
         self.rejections: list[RejectedTask] = []
 
-    def add(self, round_id: str | None, tasks: Sequence[TaskSpec]) -> int:
-        self.tasks += tasks
-        return len(tasks)
+    def add(self, round_id: str | None, tasks: Iterable[TaskSpec]) -> int:
+        added = list(tasks)
+        self.tasks += added
+        return len(added)
 
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int:
         self.rejections += rejections
@@ -303,16 +304,17 @@ def test_weak_memory_and_grounding_failures_give_memory_tasks_and_grounded_repai
     assert (repair.failure_type, repair.count) == (FailureType.ARGUMENT_GROUNDING, 12)
     store = SpyStore()
     built = construct_tasks("round-f", plan, 7, sandbox, store=store)
-    assert len(built.tasks) == 48 == len(store.tasks)
+    assert (built.tasks, built.rejected) == ([], [])  # in the store, not held
+    assert len(store.tasks) == 48 == len({t.id for t in store.tasks})
     grounding = set(built.repair_sets[FailureType.ARGUMENT_GROUNDING])
     assert len(grounding) == 12
-    repairs = [t for t in built.tasks if t.id in grounding]
+    repairs = [t for t in store.tasks if t.id in grounding]
     for task in repairs:
         assert task.source is TaskSource.REPAIR
         assert TaskPattern.GROUNDING in template_named(task.template or "").patterns
         assert grounded_arguments(task, sandbox), f"{task.template}: no grounded argument"
         assert replay_reference(task, sandbox).passed
-    quota_tasks = [t for t in built.tasks if t.id not in grounding]
+    quota_tasks = [t for t in store.tasks if t.id not in grounding]
     assert Counter(cell_of(t) for t in quota_tasks) == Counter(
         {(q.capability, q.difficulty): q.count for q in plan.quotas if q.count}
     )
