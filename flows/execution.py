@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from prefect import task
+from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
@@ -29,6 +29,8 @@ from flows.settings import FlywheelSettings
 
 if TYPE_CHECKING:  # the export (and the datasets library) loads only where one runs
     from training.export import ChunkJob, ChunkResult, ChunkSpread
+
+R = TypeVar("R")
 
 
 def round_task_runner(settings: FlywheelSettings) -> TaskRunner[Any]:
@@ -66,16 +68,14 @@ def partition_spread(settings: FlywheelSettings) -> Spread | None:
         return None
 
     def spread(jobs: Sequence[PartitionJob]) -> Iterator[list[CurationRecord]]:
-        with round_task_runner(settings) as runner:
-            futures = [
-                runner.submit(
-                    curate_partition_task,
-                    {"path": path, "round_id": round_id, "trajectory_ids": ids, "config": config},
-                )
+        return each_run(
+            settings,
+            curate_partition_task,
+            [
+                {"path": path, "round_id": round_id, "trajectory_ids": ids, "config": config}
                 for path, round_id, ids, config in jobs
-            ]
-            for future in futures:
-                yield future.result()
+            ],
+        )
 
     return spread
 
@@ -96,12 +96,18 @@ def export_spread(settings: FlywheelSettings) -> ChunkSpread | None:
         return None
 
     def spread(job: ChunkJob, ranges: Sequence[tuple[int, int]]) -> Generator[ChunkResult]:
-        with round_task_runner(settings) as runner:
-            futures = [
-                runner.submit(export_chunk_task, {"job": job, "start": start, "stop": stop})
-                for start, stop in ranges
-            ]
-            for future in futures:
-                yield future.result()
+        parameters = [{"job": job, "start": start, "stop": stop} for start, stop in ranges]
+        return each_run(settings, export_chunk_task, parameters)
 
     return spread
+
+
+def each_run(
+    settings: FlywheelSettings, work: Task[..., R], parameters: Sequence[dict[str, Any]]
+) -> Generator[R]:
+    """A run of ``work`` per entry of ``parameters``, all submitted to the round's task
+    runner at once (the cluster bounds how many run); their results, in that order."""
+    with round_task_runner(settings) as runner:
+        futures = [runner.submit(work, p) for p in parameters]
+        for future in futures:
+            yield future.result()
