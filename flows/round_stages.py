@@ -65,6 +65,8 @@ BackendName = Literal["sandbox", "device"]
 APPROVED = frozenset({ReviewDecision.APPROVE, ReviewDecision.CORRECT})
 GATE_BATCH = 2_000
 """Kept items the gate stage reads and sends at a time."""
+SPEC_BATCH = 2_000
+"""Task specs a stage reads from the catalog at once (``construct``, ``shard_jobs``)."""
 
 
 def walk_stages(
@@ -113,9 +115,17 @@ def construct(
     llm: JsonLLM | None = None,
 ) -> int:
     """Fill the plan with validated tasks and store them; returns how many tasks the
-    round has (the next stage reads them from the catalog)."""
+    round has (the next stage reads them from the catalog). What the constructor compares
+    with, the fingerprints and ``what_it_asks`` of the tasks of other rounds, is read
+    ``SPEC_BATCH`` specs at a time: the stage does not hold the catalog's tasks."""
     with Catalog.open(catalog_path(home)) as catalog:
-        earlier = catalog.tasks.except_round(round_id)
+        known_fingerprints: set[str] = set()
+        known_goals: list[str] = []
+        earlier = catalog.tasks.ids_except_round(round_id)
+        for start in range(0, len(earlier), SPEC_BATCH):
+            for task in catalog.tasks.by_ids(earlier[start : start + SPEC_BATCH]):
+                known_fingerprints.add(task.fingerprint)
+                known_goals.append(what_it_asks(task))
         construct_tasks(
             round_id,
             plan,
@@ -123,9 +133,9 @@ def construct(
             MobileSandbox(),
             store=catalog.tasks,
             llm=llm,
-            known_fingerprints=frozenset(t.fingerprint for t in earlier),
+            known_fingerprints=frozenset(known_fingerprints),
             dev_fingerprints=frozenset(catalog.tasks.fingerprints(Split.DEV)),
-            known_goals=[what_it_asks(t) for t in earlier],
+            known_goals=known_goals,
             stored_tasks=catalog.tasks.with_fingerprints(plan.recollect_fingerprints),
             max_passes=max_passes,
         )
@@ -162,8 +172,6 @@ SHARD_PREFIX = {
     (True, True): "teacher-device",
 }
 """Shard names by (collected by the teacher, run on a device)."""
-SPEC_BATCH = 2_000
-"""Task specs ``shard_jobs`` holds at once."""
 
 
 def shard_jobs(

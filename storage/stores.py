@@ -166,8 +166,8 @@ class TaskStore(Protocol):
         is none such of."""
         ...
 
-    def except_round(self, round_id: str) -> list[TaskSpec]:
-        """Tasks constructed in other rounds (or none), ordered by id."""
+    def ids_except_round(self, round_id: str) -> list[str]:
+        """The ids of the tasks constructed in other rounds (or none), ordered by id."""
         ...
 
     def with_fingerprints(self, fingerprints: Iterable[str]) -> list[TaskSpec]:

@@ -41,11 +41,10 @@ class DuckDBTaskStore:
         return self._specs("WHERE round_id = ?", [round_id])
 
     def ids_of_round(self, round_id: str) -> list[str]:
-        with self._file.read() as con:
-            rows = con.execute(
-                "SELECT id FROM tasks WHERE round_id = ? ORDER BY id", [round_id]
-            ).fetchall()
-        return [str(task_id) for (task_id,) in rows]
+        return self._ids("WHERE round_id = ?", [round_id])
+
+    def ids_except_round(self, round_id: str) -> list[str]:
+        return self._ids("WHERE round_id IS DISTINCT FROM ?", [round_id])
 
     def by_ids(self, task_ids: Sequence[str]) -> list[TaskSpec]:
         wanted = list(dict.fromkeys(task_ids))
@@ -62,9 +61,6 @@ class DuckDBTaskStore:
                 raise UnknownIdError("task", missing, recent_ids(con, "tasks"))
         specs = {i: TaskSpec.model_validate_json(found[i]) for i in wanted}
         return [specs[i] for i in task_ids]
-
-    def except_round(self, round_id: str) -> list[TaskSpec]:
-        return self._specs("WHERE round_id IS DISTINCT FROM ?", [round_id])
 
     def with_fingerprints(self, fingerprints: Iterable[str]) -> list[TaskSpec]:
         return self._specs("WHERE list_contains(?, fingerprint)", [sorted(set(fingerprints))])
@@ -104,6 +100,11 @@ class DuckDBTaskStore:
     def capabilities_of_round(self, round_id: str) -> list[list[str]]:
         with self._file.read() as con:
             return round_facts.task_capabilities(con, round_id)
+
+    def _ids(self, where: str, params: list[object]) -> list[str]:
+        with self._file.read() as con:
+            rows = con.execute(f"SELECT id FROM tasks {where} ORDER BY id", params).fetchall()
+        return [str(task_id) for (task_id,) in rows]
 
     def _specs(self, where: str, params: list[object]) -> list[TaskSpec]:
         with self._file.read() as con:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from contract import TaskSpec
+from contract import TaskSpec, default_plan
 from envs.appium.backend import needs_gui
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, sample_tasks, template_named
@@ -101,3 +101,18 @@ def test_a_shard_already_collected_gets_no_manifest_again(
     assert again == first
     written = {job.name for job in again if Path(manifest_path(root, ROUND, job.name)).exists()}
     assert written == {job.name for job in again[1:]}
+
+
+@pytest.mark.parametrize("batch", [1, 2_000])
+def test_construction_knows_the_tasks_of_other_rounds_read_a_batch_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    monkeypatch.setattr(round_stages, "SPEC_BATCH", batch)
+    assert round_stages.construct(tmp_path, "round-1", default_plan(12), 3, max_passes=4) == 12
+    assert round_stages.construct(tmp_path, "round-2", default_plan(12), 3, max_passes=4) == 12
+    with Catalog.open(catalog_path(tmp_path), read_only=True) as catalog:
+        first, second = (catalog.tasks.of_round(r) for r in ("round-1", "round-2"))
+        refused = catalog.tasks.rejections_of_round("round-2")
+    # The same seed draws the first round's tasks again: each is refused as known.
+    assert not {t.fingerprint for t in first} & {t.fingerprint for t in second}
+    assert {t.fingerprint for t in first} <= {r.fingerprint for r in refused}

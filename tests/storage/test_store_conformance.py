@@ -228,6 +228,8 @@ def test_reads_give_back_what_was_written(written: Catalog, world: World) -> Non
     )
     assert written.tasks.rejections_of_round(ROUND) == [world.rejection]
     assert written.tasks.ids_of_round(ROUND) == [t.id for t in written.tasks.of_round(ROUND)]
+    assert written.tasks.ids_except_round(ROUND) == []
+    assert written.tasks.ids_except_round(LATER) == written.tasks.ids_of_round(ROUND)
     tasks = [of_round[4].task, of_round[1].task, of_round[4].task]
     assert written.tasks.by_ids([t.id for t in tasks]) == tasks
     assert written.trajectories.of_round(ROUND) == of_round
