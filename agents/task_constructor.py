@@ -703,7 +703,11 @@ def construct_tasks(
     )
     repair_of = final.get("repair_of", {})
     return Construction(
-        tasks=[a.task() for a in sorted(final.get("accepted", []))] if store is None else [],
+        tasks=(
+            [a.task() for a in sorted(final.get("accepted", []), key=lambda a: a.id)]
+            if store is None
+            else []
+        ),
         rejected=final.get("rejected", []),
         plan=final["plan"],
         recollect=recollect,

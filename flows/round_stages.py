@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -121,11 +121,9 @@ def construct(
     with Catalog.open(catalog_path(home)) as catalog:
         known_fingerprints: set[str] = set()
         known_goals: list[str] = []
-        earlier = catalog.tasks.ids_except_round(round_id)
-        for start in range(0, len(earlier), SPEC_BATCH):
-            for task in catalog.tasks.by_ids(earlier[start : start + SPEC_BATCH]):
-                known_fingerprints.add(task.fingerprint)
-                known_goals.append(what_it_asks(task))
+        for task in in_batches(catalog.tasks, catalog.tasks.ids_except_round(round_id)):
+            known_fingerprints.add(task.fingerprint)
+            known_goals.append(what_it_asks(task))
         construct_tasks(
             round_id,
             plan,
@@ -140,6 +138,12 @@ def construct(
             max_passes=max_passes,
         )
         return len(catalog.tasks.capabilities_of_round(round_id))
+
+
+def in_batches(tasks: TaskStore, task_ids: Sequence[str]) -> Iterator[TaskSpec]:
+    """The tasks ``task_ids``, in order, read ``SPEC_BATCH`` specs at a time."""
+    for start in range(0, len(task_ids), SPEC_BATCH):
+        yield from tasks.by_ids(task_ids[start : start + SPEC_BATCH])
 
 
 def recollection(home: Path, plan: GenerationPlan) -> list[TaskSpec]:
@@ -190,12 +194,10 @@ def shard_jobs(
     world seed and device) and once to write the manifests: the stage holds ids."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         ids = [*catalog.tasks.ids_of_round(round_id), *recollected]
-        keys: list[tuple[int, str, bool]] = []
-        for start in range(0, len(ids), SPEC_BATCH):
-            keys += [
-                (t.initial_conditions.seed, t.id, config.devices == "gui" and needs_gui(t))
-                for t in catalog.tasks.by_ids(ids[start : start + SPEC_BATCH])
-            ]
+        keys = [
+            (t.initial_conditions.seed, t.id, config.devices == "gui" and needs_gui(t))
+            for t in in_batches(catalog.tasks, ids)
+        ]
         teacher = config.teacher_tasks(ids)
         groups: dict[tuple[bool, bool], list[tuple[int, str]]] = {}
         for seed, task_id, on_a_device in keys:

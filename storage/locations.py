@@ -10,8 +10,9 @@ endpoints come from that filesystem's own environment (``AWS_ACCESS_KEY_ID``,
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from contract import InvalidInputError
 from storage.files import path_inside, write_atomically
@@ -73,15 +74,16 @@ def parent_of(location: Location) -> Location:
     return Path(location).parent if not is_url(location) else str(location).rsplit("/", 1)[0]
 
 
-def write_whole(location: Location, data: bytes) -> None:
-    """Write ``data`` at ``location`` so that a reader sees all of it or nothing: a local
-    file is written under a temporary name and renamed; at a URL, one object is uploaded."""
+def write_whole(location: Location, write: Callable[[BinaryIO], object]) -> None:
+    """Write ``location`` through ``write`` so that a reader sees all of it or nothing: a
+    local file is written under a temporary name and renamed; at a URL, one object is
+    uploaded, which appears once the upload completed."""
     if is_url(location):
         fs, key = filesystem(location)
         with fs.open(key, "wb") as sink:
-            sink.write(data)
+            write(sink)
     else:
-        write_atomically(Path(location), lambda sink: sink.write(data))
+        write_atomically(Path(location), write)
 
 
 def read_whole(location: Location) -> bytes:

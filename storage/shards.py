@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 
 from contract import TaskSpec, Trajectory
 from storage.errors import CatalogError
-from storage.files import is_temporary, write_atomically
-from storage.locations import Location, filesystem, is_url, name_of
+from storage.files import is_temporary
+from storage.locations import Location, filesystem, is_url, name_of, write_whole
 from storage.rows import SHARD_SCHEMA, rebuild_trajectory, step_rows, task_row, trajectory_row
 
 SHARD_FORMAT = 1
@@ -64,12 +64,7 @@ def write_trajectory_shard(
     }
     schema = SHARD_SCHEMA.with_metadata({_META_KEY: orjson.dumps(meta)})
     table = pa.Table.from_pylist(rows, schema=schema)
-    if is_url(path):
-        fs, key = filesystem(path)
-        with fs.open(key, "wb") as sink:
-            pq.write_table(table, sink, compression="zstd")
-    else:
-        write_atomically(Path(path), lambda sink: pq.write_table(table, sink, compression="zstd"))
+    write_whole(path, lambda sink: pq.write_table(table, sink, compression="zstd"))
     return _info(path, meta)
 
 

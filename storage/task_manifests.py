@@ -20,7 +20,8 @@ MANIFEST_SUFFIX = ".jsonl"
 
 def write_task_manifest(tasks: Sequence[TaskSpec], location: Location) -> None:
     """Write the specs of ``tasks``, in order, at ``location``, whole or not at all."""
-    write_whole(location, b"".join(task.to_json() + b"\n" for task in tasks))
+    data = b"".join(task.to_json() + b"\n" for task in tasks)
+    write_whole(location, lambda sink: sink.write(data))
 
 
 def read_task_manifest(location: Location) -> list[TaskSpec]:

@@ -42,6 +42,7 @@ from contract import (
     parse_feedback_report,
 )
 from storage import (
+    BalanceRow,
     Catalog,
     CatalogError,
     DatasetStore,
@@ -77,6 +78,7 @@ class World:
     """One of every record, written to a fresh catalog."""
 
     folder: Path
+    shards: Path
     trajectories: list[Trajectory]
     rejection: RejectedTask
     curations: list[CurationRecord]
@@ -95,7 +97,7 @@ WRITES: dict[str, Write] = {
     "rounds.begin": lambda c, w: c.rounds.begin(ROUND, {"seed": 7}).started_at,
     "tasks.add": lambda c, w: c.tasks.add(ROUND, [t.task for t in w.trajectories]),
     "tasks.add_rejections": lambda c, w: c.tasks.add_rejections([w.rejection]),
-    "trajectories.ingest": lambda c, w: c.trajectories.ingest([w.folder / "shards"]).trajectories,
+    "trajectories.ingest": lambda c, w: c.trajectories.ingest([w.shards]).trajectories,
     "reviews.add_curations": lambda c, w: c.reviews.add_curations(w.curations),
     "reviews.add": lambda c, w: c.reviews.add(w.reviews),
     "reviews.carry_over": lambda c, w: c.reviews.carry_over(ROUND, "people", w.carried),
@@ -134,7 +136,6 @@ def implementation(request: pytest.FixtureRequest) -> str:
 def world(
     tmp_path: Path, shard_folder: Path, round_trajectories: list[Trajectory]
 ) -> Iterator[World]:
-    shard_folder.rename(tmp_path / "shards")
     train = sorted(
         (t for t in round_trajectories if t.task.split is Split.TRAIN), key=lambda t: t.id
     )
@@ -150,6 +151,7 @@ def world(
     )
     yield World(
         folder=tmp_path,
+        shards=shard_folder,
         trajectories=round_trajectories,
         rejection=RejectedTask(
             round_id=ROUND,
@@ -269,20 +271,7 @@ def test_typed_descriptions_have_exactly_their_declared_keys(
 
     assert set(described) == set(DatasetDescription.__annotations__)
     assert set(diff) == set(DatasetDiff.__annotations__)
-    assert set(balance[0]) == {
-        "trajectory_id",
-        "task_id",
-        "split",
-        "outcome",
-        "recovered",
-        "capability",
-        "difficulty",
-        "domain",
-        "source",
-        "policy",
-        "fingerprint",
-        "template",
-    }
+    assert set(balance[0]) == set(BalanceRow.__annotations__)
     assert diff["lineage"]["b_descends_from_a"] is True
     assert diff["members"]["added"] == sorted(m.trajectory_id for m in world.proposal.members)
 
