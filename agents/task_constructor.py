@@ -28,6 +28,7 @@ from typing import Literal, NamedTuple, Protocol, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from more_itertools import chunked
 
 from agents.llm import JsonLLM, LLMFailure, consult
 from contract import (
@@ -67,6 +68,9 @@ EXHAUSTED_AFTER = 2
 MIN_YIELD = 0.1
 """A pass "stalls" for a cell when under this share of its proposals were accepted."""
 WORLDS_PER_ROUND = 48
+RECORD_BATCH = 2_000
+"""Accepted tasks stored to a write: the store's memory while it commits grows with the
+write (17,689 tasks in one DuckDB transaction: about 0.2 GB)."""
 
 
 class TaskSink(Protocol):
@@ -620,10 +624,14 @@ def make_file_rejections(store: TaskSink | None) -> ConstructorNode:
 
 def make_record(store: TaskSink | None) -> ConstructorNode:
     def record(state: ConstructorState) -> ConstructorState:
-        """Store the accepted tasks, all in one write (idempotent by id): a construction
-        stopped half-way stores none."""
+        """Store the accepted tasks, ``RECORD_BATCH`` to a write (idempotent by id): a
+        construction stopped half-way may leave some stored, and running it again
+        constructs the same tasks (it compares with other rounds' tasks, not its own)
+        and adds the rest."""
         if store is not None:
-            store.add(state["round_id"], (a.task() for a in state.get("accepted", [])))
+            tasks = (a.task() for a in state.get("accepted", []))
+            for batch in chunked(tasks, RECORD_BATCH):
+                store.add(state["round_id"], batch)
         return {}
 
     return record

@@ -124,11 +124,17 @@ def run_stages(home: Path, out: Path) -> list[Stage]:
             return result
 
         settings = CurationSettings()
-        records = timed("curate", "trajectories", len, lambda: curate_round(home, ROUND, settings))
+        timed(
+            "curate",
+            "trajectories",
+            lambda counts: counts.curated,
+            lambda: curate_round(home, ROUND, settings, home / "rounds"),
+        )
 
         def gate() -> list[str]:
-            reviews = [review_of_curation(ROUND, r) for r in records if r.kept]
             with Catalog.open(catalog_path(home)) as catalog:
+                kept = [r for r in catalog.reviews.curations_of_round(ROUND) if r.kept]
+                reviews = [review_of_curation(ROUND, r) for r in kept]
                 catalog.reviews.add(reviews)
             return [r.trajectory_id for r in reviews]
 

@@ -1,11 +1,16 @@
 """The curate stage at any size: the round's trajectories in fingerprint partitions
-(``curation.partitions``), each loaded from the catalog, curated and let go: spread over
-a cluster by ``spread`` when one is given (``flows.execution``: Ray), else in worker
-processes when there are several partitions and cores.
+(``curation.partitions``), each loaded from the catalog, curated, written to a file of
+its own and let go: spread over a cluster by ``spread`` when one is given
+(``flows.execution``: Ray), else in worker processes when there are several partitions
+and cores.
 
-Workers only read the catalog; the records come back to the stage, which stores them
-all in one transaction, so an interrupted stage leaves nothing half-stored and a rerun
-computes the same records.
+A partition's job carries ids and locations, never records: it reads the catalog and
+writes its records as JSON lines beside the round's shards (a folder or an
+object-storage URL), and gives back its counts. Once every partition is curated (the
+workers read the catalog until then), the stage stores the partitions' records one
+partition per transaction, so the stage holds one partition's records at a time. An
+interrupted stage is run again whole: it computes the same records, and storing them
+again changes nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from agents.curator import curate_facts, render_for_judge
@@ -25,12 +31,41 @@ from curation.routing import CuratorConfig
 from flows.settings import CurationSettings, catalog_path
 from storage import Catalog
 from storage.bulk import gc_paused
+from storage.json_lines import JSON_LINES_SUFFIX, read_json_lines, write_json_lines
+from storage.locations import Location, join
 
-PartitionJob = tuple[Path, str, Sequence[str], CuratorConfig]
-"""``curate_partition``'s arguments: the catalog, the round, the partition's ids, the
-thresholds (what a worker elsewhere needs; it reads the catalog itself)."""
-Spread = Callable[[Sequence[PartitionJob]], Iterable[list[CurationRecord]]]
-"""Curates each job somewhere, and gives back each one's records."""
+
+@dataclass(frozen=True)
+class PartitionJob:
+    """What curating one partition needs wherever it runs: the catalog (read only),
+    the round, the partition's trajectory ids, the thresholds, and where its records go."""
+
+    catalog: Path
+    round_id: str
+    trajectory_ids: Sequence[str]
+    config: CuratorConfig
+    records_at: Location
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    """A curated partition: where its records are, how many, how many kept."""
+
+    records_at: Location
+    curated: int
+    kept: int
+
+
+@dataclass(frozen=True)
+class CurationCounts:
+    """What the curate stage stored: records, and those kept (the gate's items)."""
+
+    curated: int
+    kept: int
+
+
+Spread = Callable[[Sequence[PartitionJob]], Iterable[PartitionResult]]
+"""Curates each job somewhere, and gives back each one's result."""
 MAX_AUTO_WORKERS = 8
 PROMPT_BATCH = 2_000
 """Records loaded at a time to render what an LLM judge is shown."""
@@ -46,47 +81,68 @@ def curator_config(settings: CurationSettings) -> CuratorConfig:
     )
 
 
+def partition_path(root: Location, round_id: str, index: int) -> Location:
+    """Where the records of a round's partition ``index`` are written, inside ``root``
+    (the shards' root)."""
+    return join(root, round_id, "curations", f"partition-{index:05d}{JSON_LINES_SUFFIX}")
+
+
 def curate_round(
     home: Path,
     round_id: str,
     settings: CurationSettings,
+    root: Location,
     llm: JsonLLM | None = None,
     spread: Spread | None = None,
-) -> list[CurationRecord]:
-    """Curate every trajectory the catalog holds for ``round_id``, store the records,
-    and return them sorted by trajectory id (what curating all at once gives). With an
-    LLM judge every partition is curated here (its client stays in this process)."""
+) -> CurationCounts:
+    """Curate every trajectory the catalog holds for ``round_id`` and store the records
+    (the partitions' files go below ``root``). With an LLM judge every partition is
+    curated here (its client stays in this process)."""
     path = catalog_path(home)
     with Catalog.open(path, read_only=True) as catalog:
         pairs = catalog.trajectories.fingerprints(round_id)
-    partitions = fingerprint_partitions(pairs, settings.partition_size)
     config = curator_config(settings)
-    workers = worker_count(settings.workers, len(partitions), judged=llm is not None)
-    records: list[CurationRecord] = []
+    jobs = [
+        PartitionJob(path, round_id, ids, config, partition_path(root, round_id, index))
+        for index, ids in enumerate(fingerprint_partitions(pairs, settings.partition_size))
+    ]
+    workers = worker_count(settings.workers, len(jobs), judged=llm is not None)
+    results: list[PartitionResult]
     if spread is not None and llm is None:
-        for chunk in spread([(path, round_id, ids, config) for ids in partitions]):
-            records += chunk
+        results = list(spread(jobs))
     elif workers <= 1:
-        for ids in partitions:
-            records += curate_partition(path, round_id, ids, config, llm)
+        results = [curate_to_file(job, llm) for job in jobs]
     else:
         # spawn, not fork: the flow's process runs threads (Prefect's) that a fork copies
         # mid-flight
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            chunks = pool.map(
-                curate_partition,
-                [path] * len(partitions),
-                [round_id] * len(partitions),
-                partitions,
-                [config] * len(partitions),
-            )
-            for chunk in chunks:
-                records += chunk
-    records.sort(key=lambda r: r.trajectory_id)
-    with Catalog.open(path) as catalog:
-        catalog.reviews.add_curations(records)
-    return records
+            results = list(pool.map(curate_to_file, jobs))
+    for result in results:
+        records = read_partition(result.records_at)
+        with Catalog.open(path) as catalog:
+            catalog.reviews.add_curations(records)
+    return CurationCounts(
+        curated=sum(r.curated for r in results), kept=sum(r.kept for r in results)
+    )
+
+
+def curate_to_file(job: PartitionJob, llm: JsonLLM | None = None) -> PartitionResult:
+    """Curate ``job``'s partition and write its records where the job says."""
+    records = curate_partition(job.catalog, job.round_id, job.trajectory_ids, job.config, llm)
+    write_json_lines((r.model_dump_json().encode() for r in records), job.records_at)
+    return PartitionResult(job.records_at, len(records), sum(r.kept for r in records))
+
+
+def read_partition(location: Location) -> list[CurationRecord]:
+    """The records a partition's job wrote at ``location``."""
+    return read_json_lines(
+        location,
+        CurationRecord,
+        what="curated partition",
+        line="a curation record",
+        remedy="run the round's curate stage again",
+    )
 
 
 def curate_partition(

@@ -8,23 +8,20 @@ at once). A shard's task gets plain values (its name, the round's config and set
 reads its tasks from its manifest and writes its Parquet file at the shards' root, so the
 dataset a round makes does not depend on the runner. On Ray the curate stage's
 partitions and an export's chunks are tasks of the cluster too; they read the catalog
-file (and chunks write to the export's staging folder), so its workers must see the
-state folder at the same path.
+file and write their output as files (partitions beside the round's shards, chunks in
+the export's staging folder), so its workers must see the state folder at the same path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from contract import CurationRecord
-from curation.routing import CuratorConfig
-from flows.curation_stage import PartitionJob, Spread, curate_partition
+from flows.curation_stage import PartitionJob, PartitionResult, Spread, curate_to_file
 from flows.settings import FlywheelSettings
 
 if TYPE_CHECKING:  # the export (and the datasets library) loads only where one runs
@@ -54,11 +51,10 @@ def shares_memory(runner: TaskRunner[Any]) -> bool:
 
 
 @task(name="curate-partition", cache_policy=NO_CACHE)
-def curate_partition_task(
-    path: Path, round_id: str, trajectory_ids: Sequence[str], config: CuratorConfig
-) -> list[CurationRecord]:
-    """One fingerprint partition curated where the runner put it (it reads the catalog)."""
-    return curate_partition(path, round_id, trajectory_ids, config)
+def curate_partition_task(job: PartitionJob) -> PartitionResult:
+    """One fingerprint partition curated where the runner put it: it reads the catalog
+    and writes its records where ``job`` says."""
+    return curate_to_file(job)
 
 
 def partition_spread(settings: FlywheelSettings) -> Spread | None:
@@ -67,15 +63,8 @@ def partition_spread(settings: FlywheelSettings) -> Spread | None:
     if settings.execution.runner != "ray":
         return None
 
-    def spread(jobs: Sequence[PartitionJob]) -> Iterator[list[CurationRecord]]:
-        return each_run(
-            settings,
-            curate_partition_task,
-            [
-                {"path": path, "round_id": round_id, "trajectory_ids": ids, "config": config}
-                for path, round_id, ids, config in jobs
-            ],
-        )
+    def spread(jobs: Sequence[PartitionJob]) -> Iterator[PartitionResult]:
+        return each_run(settings, curate_partition_task, [{"job": job} for job in jobs])
 
     return spread
 

@@ -122,7 +122,8 @@ def curate_task(home: Path, round_id: str, settings: FlywheelSettings) -> int:
     """Curate the round's trajectories and store the records; how many were kept."""
     llm = agent_llm(settings, "curator")
     spread = partition_spread(settings)
-    return sum(r.kept for r in curate_round(home, round_id, settings.curation, llm, spread))
+    root = stages.shards_root(home, settings)
+    return curate_round(home, round_id, settings.curation, root, llm, spread).kept
 
 
 @task(name="gate", cache_policy=NO_CACHE)

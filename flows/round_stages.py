@@ -323,8 +323,8 @@ def shards_of(keys: Iterable[tuple[int, str]], size: int) -> list[list[str]]:
 
 
 def ingest(home: Path, round_id: str, root: Location) -> int:
-    """Ingest the round's shards (below ``root``: ``shards_root``) in one transaction;
-    returns its trajectory count."""
+    """Ingest the round's shards (below ``root``: ``shards_root``), whole shards in
+    bounded transactions; returns the round's trajectory count."""
     folder = parent_of(shard_path(root, round_id, "any"))
     with Catalog.open(catalog_path(home)) as catalog:
         catalog.trajectories.ingest(list_shards(folder))

@@ -199,9 +199,11 @@ class TrajectoryStore(Protocol):
     """Trajectories, ingested from shards, read whole or as the columns a stage needs."""
 
     def ingest(self, paths: Sequence[Location]) -> IngestReport:
-        """Ingest Parquet shards in one transaction; a folder stands for the complete
-        shards in it. Shards ingested before (by resolved path) and trajectories stored
-        before (by id) are skipped; task specs the shards embed are added when new."""
+        """Ingest Parquet shards; a folder stands for the complete shards in it. Each
+        shard is ingested whole or not at all, in transactions of a bounded number of
+        trajectories (a failure keeps the transactions before it). Shards ingested
+        before (by resolved path) and trajectories stored before (by id) are skipped;
+        task specs the shards embed are added when new."""
         ...
 
     def of_round(self, round_id: str, *, verify_ids: bool = True) -> list[Trajectory]:

@@ -12,35 +12,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from contract import TaskSpec
-from storage.errors import CatalogError
-from storage.locations import Location, read_whole, write_whole
+from storage.json_lines import JSON_LINES_SUFFIX, read_json_lines, write_json_lines
+from storage.locations import Location
 
-MANIFEST_SUFFIX = ".jsonl"
+MANIFEST_SUFFIX = JSON_LINES_SUFFIX
 
 
 def write_task_manifest(tasks: Sequence[TaskSpec], location: Location) -> None:
     """Write the specs of ``tasks``, in order, at ``location``, whole or not at all."""
-    data = b"".join(task.to_json() + b"\n" for task in tasks)
-    write_whole(location, lambda sink: sink.write(data))
+    write_json_lines((task.to_json() for task in tasks), location)
 
 
 def read_task_manifest(location: Location) -> list[TaskSpec]:
     """The tasks of the manifest at ``location``, in order; CatalogError when there is
     none there or a line is not a task spec (each spec's id is checked against its
     content)."""
-    try:
-        data = read_whole(location)
-    except FileNotFoundError:
-        raise CatalogError(
-            f"no task manifest at {location}: rerun the round's collect stage"
-        ) from None
-    tasks = []
-    for number, line in enumerate(data.splitlines(), start=1):
-        try:
-            tasks.append(TaskSpec.model_validate_json(line))
-        except ValueError as exc:
-            raise CatalogError(
-                f"task manifest {location}, line {number}, is not a task spec: "
-                f"{str(exc).splitlines()[0]}"
-            ) from None
-    return tasks
+    return read_json_lines(
+        location,
+        TaskSpec,
+        what="task manifest",
+        line="a task spec",
+        remedy="rerun the round's collect stage",
+    )

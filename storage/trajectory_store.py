@@ -32,11 +32,12 @@ class DuckDBTrajectoryStore:
         self._file = file
 
     def ingest(self, paths: Sequence[Location]) -> IngestReport:
-        shards = ingest.resolve_shards(paths)
-        if not shards:
-            return IngestReport(files=0, trajectories=0, steps=0, skipped_files=0)
-        with self._file.write() as con:
-            return ingest.ingest(con, shards)
+        report = ingest.NOTHING_INGESTED
+        found = ingest.resolve_shards(paths)
+        for shards in ingest.transactions(found, ingest.TRANSACTION_TRAJECTORIES):
+            with self._file.write() as con:
+                report += ingest.ingest(con, shards)
+        return report
 
     def of_round(self, round_id: str, *, verify_ids: bool = True) -> list[Trajectory]:
         with self._file.read() as con:

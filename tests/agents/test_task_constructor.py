@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 import pytest
 from pydantic import JsonValue
 
+from agents import task_constructor
 from agents.llm import LLMFailure, OpenAIJsonLLM
 from agents.policies.openai_policy import make_client
 from agents.task_constructor import (
@@ -266,15 +267,29 @@ class SpyStore:
     def __init__(self) -> None:
         self.tasks: list[TaskSpec] = []
         self.rejections: list[RejectedTask] = []
+        self.writes: list[int] = []
 
     def add(self, round_id: str | None, tasks: Iterable[TaskSpec]) -> int:
         added = list(tasks)
         self.tasks += added
+        self.writes.append(len(added))
         return len(added)
 
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int:
         self.rejections += rejections
         return len(rejections)
+
+
+def test_accepted_tasks_are_stored_a_bounded_batch_to_a_write(
+    sandbox: MobileSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(task_constructor, "RECORD_BATCH", 5)
+    store = SpyStore()
+
+    construct_tasks("round-batches", default_plan(12), 3, sandbox, store=store)
+
+    assert store.writes == [5, 5, 2]
+    assert len({t.id for t in store.tasks}) == 12
 
 
 def _report(scores: dict[Capability, float], failures: dict[FailureType, int]) -> FeedbackReport:

@@ -12,11 +12,17 @@ from agents.llm import OpenAIJsonLLM
 from agents.policies.openai_policy import make_client
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
-from contract import Trajectory
+from contract import CurationRecord, Trajectory
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
 from flows import curation_stage
-from flows.curation_stage import curate_round, curator_config, worker_count
+from flows.curation_stage import (
+    CurationCounts,
+    curate_round,
+    curator_config,
+    read_partition,
+    worker_count,
+)
 from flows.settings import CurationSettings, catalog_path
 from storage import Catalog
 from tests.fakes import ScriptedChatServer, text_reply
@@ -43,6 +49,11 @@ def home(tmp_path_factory: pytest.TempPathFactory, sandbox: MobileSandbox) -> Pa
     return home
 
 
+def _curations(home: Path) -> list[CurationRecord]:
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        return catalog.reviews.curations_of_round(ROUND)
+
+
 def _stored(home: Path) -> list[Trajectory]:
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         return catalog.trajectories.of_round(ROUND)
@@ -55,11 +66,14 @@ def test_partitions_in_workers_give_and_store_the_records_of_one_pass(
     settings = CurationSettings(partition_size=12, workers=workers)
     whole = curate(_stored(home), ROUND, curator_config(settings))
 
-    records = curate_round(home, ROUND, settings)
+    counts = curate_round(home, ROUND, settings, home / f"rounds-{workers}")
 
-    assert records == whole
-    with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        assert catalog.reviews.curations_of_round(ROUND) == whole
+    assert _curations(home) == whole
+    assert counts == CurationCounts(curated=len(whole), kept=sum(r.kept for r in whole))
+    files = sorted((home / f"rounds-{workers}" / ROUND / "curations").iterdir())
+    assert len(files) > 1
+    partitioned = [record for file in files for record in read_partition(file)]
+    assert sorted(partitioned, key=lambda r: r.trajectory_id) == whole
 
 
 def test_a_judge_is_shown_every_trajectory_it_is_asked_about(
@@ -72,7 +86,8 @@ def test_a_judge_is_shown_every_trajectory_it_is_asked_about(
     settings = CurationSettings(partition_size=40)
     with ScriptedChatServer([answer] * len(stored)) as server:
         llm = OpenAIJsonLLM(make_client(server.base_url, None, timeout_s=5.0), "judge")
-        records = curate_round(home, ROUND, settings, llm)
+        curate_round(home, ROUND, settings, home / "judged", llm)
+        records = _curations(home)
         shown = [request["messages"][1]["content"] for request in server.requests]
     with ScriptedChatServer([answer] * len(stored)) as server:
         llm = OpenAIJsonLLM(make_client(server.base_url, None, timeout_s=5.0), "judge")
@@ -90,3 +105,21 @@ def test_one_worker_when_an_llm_judges_or_there_is_one_partition() -> None:
     assert worker_count(4, 1, judged=False) == 1
     assert worker_count(4, 10, judged=False) == 4
     assert worker_count(0, 100, judged=False) == min(os.cpu_count() or 1, 8)
+
+
+def test_curating_again_stores_the_same_records_once(home: Path) -> None:
+    """An interrupted stage is run again whole: the same records, nothing stored twice."""
+    settings = CurationSettings(partition_size=12)
+    curate_round(home, ROUND, settings, home / "again")
+    first, rows = _curations(home), _rows(home)
+
+    counts = curate_round(home, ROUND, settings, home / "again")
+
+    assert _curations(home) == first
+    assert _rows(home) == rows
+    assert rows["curations"] == counts.curated == len(first)
+
+
+def _rows(home: Path) -> dict[str, int]:
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        return catalog.stats()

@@ -52,7 +52,7 @@ class PeopleGate:
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("gate")
     synthetic_round(catalog_path(home), ROUND, 400, seed=2)
-    curate_round(home, ROUND, CurationSettings(audit_rate=0.2))
+    curate_round(home, ROUND, CurationSettings(audit_rate=0.2), home / "rounds")
     return home
 
 

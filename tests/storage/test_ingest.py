@@ -1,4 +1,4 @@
-"""Ingesting shards: counts, idempotence, one transaction, exact trajectories back."""
+"""Ingesting shards: counts, idempotence, bounded transactions, exact trajectories back."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from contract import Trajectory
 from storage import Catalog, CatalogError, IngestReport, UnknownIdError, ingest
 from storage.catalog import TABLES
+from storage.shards import shard_info
 from tests.storage.builders import ROUND, write_shards
 
 
@@ -150,3 +151,54 @@ def test_a_read_only_catalog_reads_but_refuses_writes(
     reader.close()
     with pytest.raises(CatalogError, match="is closed"):
         reader.stats()
+
+
+def test_shards_are_ingested_in_bounded_transactions_and_a_failure_keeps_the_ones_before(
+    catalog: Catalog,
+    shard_folder: Path,
+    round_trajectories: list[Trajectory],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shards = sorted(shard_folder.iterdir())
+    sizes = [shard_info(s).trajectories for s in shards]
+    monkeypatch.setattr(ingest, "TRANSACTION_TRAJECTORIES", sizes[0])
+    transactions = list(ingest.transactions(ingest.resolve_shards(shards), sizes[0]))
+    assert [len(group) for group in transactions] == [1] * len(shards)
+    written = 0
+
+    def fail_second(con: object, source: object) -> int:
+        nonlocal written
+        written += 1
+        if written == 2:
+            raise RuntimeError("disk vanished in the second transaction")
+        return original(con, source)  # type: ignore[arg-type]
+
+    original = ingest._insert_steps
+    monkeypatch.setattr(ingest, "_insert_steps", fail_second)
+    with pytest.raises(RuntimeError, match="second transaction"):
+        catalog.trajectories.ingest(shards)
+    assert catalog.stats()["shards"] == 1
+    assert catalog.stats()["trajectories"] == sizes[0]
+
+    monkeypatch.setattr(ingest, "_insert_steps", original)
+    report = catalog.trajectories.ingest(shards)
+
+    assert (report.files, report.skipped_files) == (len(shards) - 1, 1)
+    stats = catalog.stats()
+    assert {k: stats[k] for k in ("trajectories", "verdicts", "steps", "tasks", "shards")} == (
+        _expected_rows(round_trajectories, len(shards))
+    )
+
+
+def test_transactions_take_whole_shards_up_to_the_limit(shard_folder: Path) -> None:
+    shards = ingest.resolve_shards(sorted(shard_folder.iterdir()))
+    sizes = [info.trajectories for info in shards.values()]
+
+    groups = list(ingest.transactions(shards, sizes[0] + sizes[1]))
+    everything = list(ingest.transactions(shards, sum(sizes)))
+    tiny = list(ingest.transactions(shards, 1))
+
+    assert list(groups[0]) == list(shards)[:2]
+    assert [key for g in groups for key in g] == list(shards)
+    assert everything == [shards]
+    assert [len(g) for g in tiny] == [1] * len(shards)
