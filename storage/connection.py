@@ -26,6 +26,12 @@ DEFAULT_LOCK_WAIT_S = 120.0
 one process at a time hold the file, and another round's stage may hold it for a long
 transaction (storing a large round's curation). Waited with backoff, then refused."""
 _DIRECT_CHECKPOINT = "1MB"
+"""One transaction: a commit larger than this checkpoints into the file instead of
+writing the WAL first (one write of the data, not two; the close would checkpoint)."""
+_SERIES_CHECKPOINT = "64MB"
+"""A series of transactions: their WAL is checkpointed when it passes this or at the
+close, not at every commit (2,000-trajectory ingests of a 17,689-trajectory round took
+4.1 s with a checkpoint per commit, 3.2 s without, 2.1 s as one transaction)."""
 _SAY_WAITING_AFTER_S = 3.0
 _BUSY = ("Could not set lock", "different configuration than existing connections")
 _LOG = logging.getLogger(__name__)
@@ -100,19 +106,32 @@ class CatalogFile:
     @contextmanager
     def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection inside one transaction: committed whole, or rolled back whole."""
+        with self.writable(_DIRECT_CHECKPOINT) as con, transaction(con):
+            yield con
+
+    @contextmanager
+    def writable(
+        self, checkpoint_threshold: str = _SERIES_CHECKPOINT
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A writable connection for a series of transactions (``transaction``), closed
+        after them: a large write split into bounded transactions opens the file once."""
         if self.read_only:
             raise CatalogError(f"catalog {self.path} was opened read-only")
         with self.read() as con:
-            # A commit larger than this checkpoints into the file instead of writing the
-            # WAL first: one write of the data, not two (the close would checkpoint anyway).
-            con.execute(f"SET checkpoint_threshold = '{_DIRECT_CHECKPOINT}'")
-            con.begin()
-            try:
-                yield con
-            except BaseException:
-                con.rollback()
-                raise
-            con.commit()
+            con.execute(f"SET checkpoint_threshold = '{checkpoint_threshold}'")
+            yield con
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """A transaction on ``con``: committed whole, or rolled back whole."""
+    con.begin()
+    try:
+        yield
+    except BaseException:
+        con.rollback()
+        raise
+    con.commit()
 
 
 def _connect_file(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:

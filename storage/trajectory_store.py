@@ -12,7 +12,7 @@ import pyarrow as pa
 from contract import TRUSTED_IDS, TaskSpec, Trajectory
 from storage import ingest, round_facts
 from storage.bulk import gc_paused
-from storage.connection import CatalogFile
+from storage.connection import CatalogFile, transaction
 from storage.curation_columns import CurationColumns, curation_columns
 from storage.errors import UnknownIdError
 from storage.export_columns import ExportColumns, export_columns
@@ -34,9 +34,10 @@ class DuckDBTrajectoryStore:
     def ingest(self, paths: Sequence[Location]) -> IngestReport:
         report = ingest.NOTHING_INGESTED
         found = ingest.resolve_shards(paths)
-        for shards in ingest.transactions(found, ingest.TRANSACTION_TRAJECTORIES):
-            with self._file.write() as con:
-                report += ingest.ingest(con, shards)
+        with self._file.writable() as con:
+            for shards in ingest.transactions(found, ingest.TRANSACTION_TRAJECTORIES):
+                with transaction(con):
+                    report += ingest.ingest(con, shards)
         return report
 
     def of_round(self, round_id: str, *, verify_ids: bool = True) -> list[Trajectory]:
