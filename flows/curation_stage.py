@@ -5,10 +5,10 @@ its own and let go: spread over a cluster by ``spread`` when one is given
 and cores.
 
 A partition's job carries ids and locations, never records: it reads the catalog and
-writes its records as JSON lines beside the round's shards (a folder or an
-object-storage URL), and gives back its counts. Once every partition is curated (the
-workers read the catalog until then), the stage stores the partitions' records one
-partition per transaction, so the stage holds one partition's records at a time. An
+writes its records as a Parquet file of curation rows beside the round's shards (a
+folder or an object-storage URL; ``storage.curation_files``), and gives back its
+counts. Once every partition is curated (the workers read the catalog until then), the
+stage stores the files, one partition per transaction, parsing no record. An
 interrupted stage is run again whole: it computes the same records, and storing them
 again changes nothing.
 """
@@ -31,7 +31,7 @@ from curation.routing import CuratorConfig
 from flows.settings import CurationSettings, catalog_path
 from storage import Catalog
 from storage.bulk import gc_paused
-from storage.json_lines import JSON_LINES_SUFFIX, read_json_lines, write_json_lines
+from storage.curation_files import CURATION_FILE_SUFFIX, write_curation_file
 from storage.locations import Location, join
 
 
@@ -84,7 +84,7 @@ def curator_config(settings: CurationSettings) -> CuratorConfig:
 def partition_path(root: Location, round_id: str, index: int) -> Location:
     """Where the records of a round's partition ``index`` are written, inside ``root``
     (the shards' root)."""
-    return join(root, round_id, "curations", f"partition-{index:05d}{JSON_LINES_SUFFIX}")
+    return join(root, round_id, "curations", f"partition-{index:05d}{CURATION_FILE_SUFFIX}")
 
 
 def curate_round(
@@ -118,10 +118,9 @@ def curate_round(
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
             results = list(pool.map(curate_to_file, jobs))
-    for result in results:
-        records = read_partition(result.records_at)
-        with Catalog.open(path) as catalog:
-            catalog.reviews.add_curations(records)
+    with Catalog.open(path) as catalog:
+        for result in results:
+            catalog.reviews.add_curation_file(result.records_at)
     return CurationCounts(
         curated=sum(r.curated for r in results), kept=sum(r.kept for r in results)
     )
@@ -130,19 +129,8 @@ def curate_round(
 def curate_to_file(job: PartitionJob, llm: JsonLLM | None = None) -> PartitionResult:
     """Curate ``job``'s partition and write its records where the job says."""
     records = curate_partition(job.catalog, job.round_id, job.trajectory_ids, job.config, llm)
-    write_json_lines((r.model_dump_json().encode() for r in records), job.records_at)
+    write_curation_file(records, job.records_at)
     return PartitionResult(job.records_at, len(records), sum(r.kept for r in records))
-
-
-def read_partition(location: Location) -> list[CurationRecord]:
-    """The records a partition's job wrote at ``location``."""
-    return read_json_lines(
-        location,
-        CurationRecord,
-        what="curated partition",
-        line="a curation record",
-        remedy="run the round's curate stage again",
-    )
 
 
 def curate_partition(

@@ -5,13 +5,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
+import pyarrow.compute as pc
+
 from contract import CurationRecord, Review, Trajectory
 from storage import carry_over
 from storage.connection import CatalogFile
+from storage.curation_files import read_curation_file
+from storage.errors import CatalogError
+from storage.locations import Location
 from storage.rows import CURATION_SCHEMA, REVIEW_SCHEMA, curation_row, review_row
-from storage.sql import insert_rows, now, unique
+from storage.sql import insert_rows, insert_table, now, unique
 from storage.stores import CarriedItems
 from storage.trajectory_store import load_trajectories
+
+_CURATION_CHANGED = (
+    "(trajectory_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in CURATION_SCHEMA.names[1:])
+    + " WHERE curations.record::VARCHAR <> excluded.record::VARCHAR"
+)
+"""A curation stored again replaces the stored one only when its record differs."""
 
 
 class DuckDBReviewStore:
@@ -22,13 +34,16 @@ class DuckDBReviewStore:
 
     def add_curations(self, records: Sequence[CurationRecord]) -> int:
         rows = unique((curation_row(r) for r in records), "trajectory_id")
-        updates = ", ".join(f"{c} = excluded.{c}" for c in CURATION_SCHEMA.names[1:])
-        conflict = (
-            f"(trajectory_id) DO UPDATE SET {updates} "
-            "WHERE curations.record::VARCHAR <> excluded.record::VARCHAR"
-        )
         with self._file.write() as con:
-            return insert_rows(con, "curations", rows, CURATION_SCHEMA, conflict)
+            return insert_rows(con, "curations", rows, CURATION_SCHEMA, _CURATION_CHANGED)
+
+    def add_curation_file(self, location: Location) -> int:
+        rows = read_curation_file(location)
+        trajectory_ids = rows.column("trajectory_id")
+        if pc.count_distinct(trajectory_ids).as_py() < rows.num_rows:
+            raise CatalogError(f"{location} holds a trajectory's curation more than once")
+        with self._file.write() as con:
+            return insert_table(con, "curations", rows, _CURATION_CHANGED)
 
     def curations_of_round(self, round_id: str) -> list[CurationRecord]:
         with self._file.read() as con:

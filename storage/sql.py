@@ -51,8 +51,18 @@ def insert_rows(
     Arrow; the number of rows added or changed."""
     if not rows:
         return 0
-    columns = ", ".join(schema.names)
-    with registered(con, "_batch", pa.Table.from_pylist(list(rows), schema=schema)):
+    return insert_table(con, table, pa.Table.from_pylist(list(rows), schema=schema), conflict)
+
+
+def insert_table(
+    con: duckdb.DuckDBPyConnection, table: str, rows: pa.Table, conflict: str = "DO NOTHING"
+) -> int:
+    """Insert the Arrow table ``rows`` (columns named as ``table``'s) in one set-based
+    statement; the number of rows added or changed."""
+    if not rows.num_rows:
+        return 0
+    columns = ", ".join(rows.schema.names)
+    with registered(con, "_batch", rows):
         return scalar(
             con,
             f"INSERT INTO {table} ({columns}) SELECT {columns} FROM _batch ON CONFLICT {conflict}",

@@ -274,6 +274,12 @@ class ReviewStore(Protocol):
         trajectory replaces the old one. The number of rows added or changed."""
         ...
 
+    def add_curation_file(self, location: Location) -> int:
+        """``add_curations`` for the records of a curated partition's file
+        (``storage.curation_files``), in one transaction, parsing no record; CatalogError
+        naming the file when there is none there or it is not one."""
+        ...
+
     def curations_of_round(self, round_id: str) -> list[CurationRecord]:
         """The curator's judgements in ``round_id``, ordered by trajectory id."""
         ...

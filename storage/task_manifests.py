@@ -12,25 +12,35 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from contract import TaskSpec
-from storage.json_lines import JSON_LINES_SUFFIX, read_json_lines, write_json_lines
-from storage.locations import Location
+from storage.errors import CatalogError
+from storage.locations import Location, read_whole, write_whole
 
-MANIFEST_SUFFIX = JSON_LINES_SUFFIX
+MANIFEST_SUFFIX = ".jsonl"
 
 
 def write_task_manifest(tasks: Sequence[TaskSpec], location: Location) -> None:
     """Write the specs of ``tasks``, in order, at ``location``, whole or not at all."""
-    write_json_lines((task.to_json() for task in tasks), location)
+    data = b"".join(task.to_json() + b"\n" for task in tasks)
+    write_whole(location, lambda sink: sink.write(data))
 
 
 def read_task_manifest(location: Location) -> list[TaskSpec]:
     """The tasks of the manifest at ``location``, in order; CatalogError when there is
     none there or a line is not a task spec (each spec's id is checked against its
     content)."""
-    return read_json_lines(
-        location,
-        TaskSpec,
-        what="task manifest",
-        line="a task spec",
-        remedy="rerun the round's collect stage",
-    )
+    try:
+        data = read_whole(location)
+    except FileNotFoundError:
+        raise CatalogError(
+            f"no task manifest at {location}: rerun the round's collect stage"
+        ) from None
+    tasks = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        try:
+            tasks.append(TaskSpec.model_validate_json(line))
+        except ValueError as exc:
+            raise CatalogError(
+                f"task manifest {location}, line {number}, is not a task spec: "
+                f"{str(exc).splitlines()[0]}"
+            ) from None
+    return tasks

@@ -20,11 +20,11 @@ from flows.curation_stage import (
     CurationCounts,
     curate_round,
     curator_config,
-    read_partition,
     worker_count,
 )
 from flows.settings import CurationSettings, catalog_path
 from storage import Catalog
+from storage.curation_files import curations_in, read_curation_file
 from tests.fakes import ScriptedChatServer, text_reply
 from tests.storage.builders import write_shards
 
@@ -72,7 +72,7 @@ def test_partitions_in_workers_give_and_store_the_records_of_one_pass(
     assert counts == CurationCounts(curated=len(whole), kept=sum(r.kept for r in whole))
     files = sorted((home / f"rounds-{workers}" / ROUND / "curations").iterdir())
     assert len(files) > 1
-    partitioned = [record for file in files for record in read_partition(file)]
+    partitioned = [record for file in files for record in curations_in(read_curation_file(file))]
     assert sorted(partitioned, key=lambda r: r.trajectory_id) == whole
 
 

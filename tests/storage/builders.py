@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from contract import DatasetMember, DatasetVersion, MixTarget, Trajectory, content_hash
+from contract import (
+    CurationRecord,
+    DatasetMember,
+    DatasetVersion,
+    MixTarget,
+    ReviewDecision,
+    Routing,
+    Trajectory,
+    content_hash,
+)
 from storage import write_trajectory_shard
 
 ROUND = "round-a"
@@ -54,4 +63,19 @@ def make_version(
         achieved={},
         policies=("scripted@1",),
         human_reviewed=0,
+    )
+
+
+def approved_curation(trajectory: Trajectory) -> CurationRecord:
+    """A curation record of ``trajectory`` in ``ROUND`` that keeps and approves it."""
+    return CurationRecord(
+        trajectory_id=trajectory.id,
+        task_id=trajectory.task.id,
+        round_id=ROUND,
+        kept=True,
+        supported=True,
+        quality=0.8,
+        routing=Routing.AUTO_APPROVE,
+        suggested=ReviewDecision.APPROVE,
+        reason="looks fine",
     )

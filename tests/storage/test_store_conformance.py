@@ -35,7 +35,6 @@ from contract import (
     RejectionReason,
     Review,
     ReviewDecision,
-    Routing,
     Split,
     TrainingMethod,
     Trajectory,
@@ -54,9 +53,10 @@ from storage import (
     TrajectoryStore,
     UnknownIdError,
 )
+from storage.curation_files import curations_in, read_curation_file, write_curation_file
 from storage.dataset_diff import DatasetDiff
 from storage.datasets import DatasetDescription
-from tests.storage.builders import ROUND, make_version
+from tests.storage.builders import ROUND, approved_curation, make_version
 from tests.storage.conftest import IMPLEMENTATIONS
 
 EXAMPLE_REPORT = Path(__file__).resolve().parents[2] / "docs" / "examples" / "feedback-report.json"
@@ -82,6 +82,8 @@ class World:
     trajectories: list[Trajectory]
     rejection: RejectedTask
     curations: list[CurationRecord]
+    curation_file: Path
+    """More curations, as a curated partition's file."""
     reviews: list[Review]
     carried: list[str]
     version: DatasetVersion
@@ -99,6 +101,7 @@ WRITES: dict[str, Write] = {
     "tasks.add_rejections": lambda c, w: c.tasks.add_rejections([w.rejection]),
     "trajectories.ingest": lambda c, w: c.trajectories.ingest([w.shards]).trajectories,
     "reviews.add_curations": lambda c, w: c.reviews.add_curations(w.curations),
+    "reviews.add_curation_file": lambda c, w: c.reviews.add_curation_file(w.curation_file),
     "reviews.add": lambda c, w: c.reviews.add(w.reviews),
     "reviews.carry_over": lambda c, w: c.reviews.carry_over(ROUND, "people", w.carried),
     "reviews.settle_carry_over": lambda c, w: c.reviews.settle_carry_over(LATER, w.carried[:1]),
@@ -114,6 +117,7 @@ NOTHING_NEW = {
     "tasks.add": 0,
     "tasks.add_rejections": 0,
     "reviews.add_curations": 0,
+    "reviews.add_curation_file": 0,
     "reviews.add": 0,
     "reviews.carry_over": 0,
     "reviews.settle_carry_over": 0,
@@ -141,6 +145,8 @@ def world(
     )
     version = make_version(train[:6])
     proposal = make_version(train[6:9], round_id=LATER, parent=version.id)
+    curation_file = tmp_path / "curations" / "partition-00000.parquet"
+    write_curation_file([approved_curation(t) for t in train[8:11]], curation_file)
     model = ModelRecord(
         name="mobile-planner-r1",
         dataset_id=version.id,
@@ -160,7 +166,8 @@ def world(
             reason=RejectionReason.DUPLICATE,
             detail="seen before",
         ),
-        curations=[_curation(t) for t in train[:8]],
+        curations=[approved_curation(t) for t in train[:8]],
+        curation_file=curation_file,
         reviews=[_review(t, n) for n, t in enumerate(train[:5])],
         carried=[t.id for t in train[9:12]],
         version=version,
@@ -239,7 +246,8 @@ def test_reads_give_back_what_was_written(written: Catalog, world: World) -> Non
     picked = [of_round[3].id, of_round[0].id, of_round[3].id]
     assert [t.id for t in written.trajectories.by_ids(picked)] == picked
     assert written.reviews.curations_of_round(ROUND) == sorted(
-        world.curations, key=lambda c: c.trajectory_id
+        [*world.curations, *curations_in(read_curation_file(world.curation_file))],
+        key=lambda c: c.trajectory_id,
     )
     assert written.reviews.of_round(ROUND) == world.reviews  # recorded order
     assert written.reviews.settled_ids(LATER) == world.carried[:1]
@@ -325,20 +333,6 @@ def test_a_read_only_catalog_refuses_every_write_and_keeps_what_it_holds(
                 write(reader, world)
                 pytest.fail(f"{name} wrote to a read-only catalog")
         assert reader.stats() == before
-
-
-def _curation(trajectory: Trajectory) -> CurationRecord:
-    return CurationRecord(
-        trajectory_id=trajectory.id,
-        task_id=trajectory.task.id,
-        round_id=ROUND,
-        kept=True,
-        supported=True,
-        quality=0.8,
-        routing=Routing.AUTO_APPROVE,
-        suggested=ReviewDecision.APPROVE,
-        reason="looks fine",
-    )
 
 
 def _review(trajectory: Trajectory, n: int) -> Review:
