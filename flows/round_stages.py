@@ -355,20 +355,15 @@ def gate(
     they come. Then take up items earlier rounds carried over, and carry over what is
     still undecided. Nothing undecided is ever approved.
 
-    Items for the gate are read and sent ``GATE_BATCH`` at a time, each batch submitted
-    and collected once without waiting; then, if people still have items and ``wait_s``
-    is above 0, those items alone are read again and waited for (up to ``wait_s``): the
-    stage never holds more than a batch and the undecided items (the gate's submissions
-    are idempotent)."""
-    with Catalog.open(catalog_path(home), read_only=True) as catalog:
-        kept = [c for c in catalog.reviews.curations_of_round(round_id) if c.kept]
+    Kept items are read ``GATE_BATCH`` at a time: a batch's automatic reviews are
+    stored, and its items for people submitted and collected once without waiting; then,
+    if people still have items and ``wait_s`` is above 0, those items alone are read
+    again and waited for (up to ``wait_s``): the stage never holds more than a batch and
+    the undecided items (the gate's submissions are idempotent)."""
 
     def store(reviews: Sequence[Review]) -> None:
         with Catalog.open(catalog_path(home)) as catalog:
             catalog.reviews.add(reviews)
-
-    store([review_of_curation(round_id, c) for c in kept if c.routing is not Routing.NEEDS_HUMAN])
-    for_people = [c for c in kept if c.routing is Routing.NEEDS_HUMAN]
 
     def sync(curations: Sequence[CurationRecord], wait: float) -> tuple[str, ...]:
         with Catalog.open(catalog_path(home), read_only=True) as catalog:
@@ -387,17 +382,39 @@ def gate(
         ).pending
 
     pending: list[str] = []
-    for start in range(0, len(for_people), GATE_BATCH):
-        pending += sync(for_people[start : start + GATE_BATCH], 0.0)
+    for kept in kept_batches(home, round_id):
+        store([review_of_curation(round_id, c) for c in kept if not _for_people(c)])
+        for_people = [c for c in kept if _for_people(c)]
+        if for_people:
+            pending += sync(for_people, 0.0)
     if pending and wait_s > 0:
         waiting = set(pending)
-        pending = list(sync([c for c in for_people if c.trajectory_id in waiting], wait_s))
+        undecided = [
+            c for kept in kept_batches(home, round_id) for c in kept if c.trajectory_id in waiting
+        ]
+        pending = list(sync(undecided, wait_s))
     carried_in = take_up_carried(home, round_id, human_gate, store, log)
     with Catalog.open(catalog_path(home)) as catalog:
         catalog.reviews.carry_over(round_id, human_gate.name, pending)
     if pending:
         log(f"{len(pending)} item(s) undecided: carried over to the next round")
     return GateOutcome(tuple(carried_in))
+
+
+def kept_batches(home: Path, round_id: str) -> Iterator[list[CurationRecord]]:
+    """The round's kept curations, ``GATE_BATCH`` at a time, in trajectory id order."""
+    after: str | None = None
+    while True:
+        with Catalog.open(catalog_path(home), read_only=True) as catalog:
+            kept = catalog.reviews.kept_curations(round_id, after=after, limit=GATE_BATCH)
+        if not kept:
+            return
+        yield kept
+        after = kept[-1].trajectory_id
+
+
+def _for_people(curation: CurationRecord) -> bool:
+    return curation.routing is Routing.NEEDS_HUMAN
 
 
 def take_up_carried(

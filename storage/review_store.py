@@ -53,6 +53,17 @@ class DuckDBReviewStore:
             ).fetchall()
         return [CurationRecord.model_validate_json(record) for (record,) in rows]
 
+    def kept_curations(
+        self, round_id: str, *, after: str | None = None, limit: int
+    ) -> list[CurationRecord]:
+        with self._file.read() as con:
+            rows = con.execute(
+                "SELECT record FROM curations WHERE round_id = ? AND kept "
+                "AND trajectory_id > coalesce(?, '') ORDER BY trajectory_id LIMIT ?",
+                [round_id, after, limit],
+            ).fetchall()
+        return [CurationRecord.model_validate_json(record) for (record,) in rows]
+
     def add(self, reviews: Sequence[Review]) -> int:
         # Each decision's time is one microsecond after the one before it, so that
         # "recorded order" holds inside a batch too (an insert does not keep row order).

@@ -284,6 +284,14 @@ class ReviewStore(Protocol):
         """The curator's judgements in ``round_id``, ordered by trajectory id."""
         ...
 
+    def kept_curations(
+        self, round_id: str, *, after: str | None = None, limit: int
+    ) -> list[CurationRecord]:
+        """The judgements in ``round_id`` that kept their trajectory, ordered by
+        trajectory id: at most ``limit``, those after the trajectory id ``after`` (a
+        round's kept items read a batch at a time)."""
+        ...
+
     def add(self, reviews: Sequence[Review]) -> int:
         """Record gate decisions, in the order given; the number that were new."""
         ...

@@ -6,6 +6,7 @@ still have."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from flows.settings import CurationSettings, catalog_path
 from human_gate import GateItem, GateResult
 from human_gate.auto import review_of_curation
 from storage import Catalog
+from storage.review_store import DuckDBReviewStore
 from storage.trajectory_store import DuckDBTrajectoryStore
 
 ROUND = "round-gate"
@@ -75,10 +77,21 @@ def test_batches_then_only_the_undecided_are_waited_for(
         return by_ids(self, ids, **kwargs)
 
     monkeypatch.setattr(DuckDBTrajectoryStore, "by_ids", reading)
+    batches: list[int] = []
+    kept_curations = DuckDBReviewStore.kept_curations
+
+    def kept_in_batches(self: DuckDBReviewStore, *args: Any, **kwargs: Any) -> list[Any]:
+        found = kept_curations(self, *args, **kwargs)
+        batches.append(len(found))
+        return found
+
+    monkeypatch.setattr(DuckDBReviewStore, "kept_curations", kept_in_batches)
+    monkeypatch.delattr(DuckDBReviewStore, "curations_of_round")  # never the whole round
 
     gate(home, ROUND, people, wait_s=0.05, poll_s=0.01)
 
     assert set(read) == set(human)  # no trajectory read for the items no person gets
+    assert max(batches) == 10 and sum(batches) == 2 * len(kept)  # the pass, then the wait
     first_pass = people.submitted[:-1]
     assert all(len(batch) <= 10 for batch in first_pass)
     assert sorted(i for batch in first_pass for i in batch) == human

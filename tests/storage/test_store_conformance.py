@@ -249,6 +249,12 @@ def test_reads_give_back_what_was_written(written: Catalog, world: World) -> Non
         [*world.curations, *curations_in(read_curation_file(world.curation_file))],
         key=lambda c: c.trajectory_id,
     )
+    curations = written.reviews.curations_of_round(ROUND)
+    first = written.reviews.kept_curations(ROUND, limit=4)
+    rest = written.reviews.kept_curations(ROUND, after=first[-1].trajectory_id, limit=100)
+    assert [*first, *rest] == [c for c in curations if c.kept] and len(first) == 4
+    assert written.reviews.kept_curations(ROUND, after=rest[-1].trajectory_id, limit=4) == []
+    assert written.reviews.kept_curations(LATER, limit=4) == []
     assert written.reviews.of_round(ROUND) == world.reviews  # recorded order
     assert written.reviews.settled_ids(LATER) == world.carried[:1]
     assert written.reviews.carried_out_of(ROUND, open_only=True) == len(world.carried) - 1
