@@ -40,11 +40,11 @@ from typing import TypeVar
 from bench.machine import cpu_seconds
 from bench.synthetic import DEFAULT_TRAJECTORIES, SyntheticRound, synthetic_round
 from curation.balance import default_target
-from flows.approval import automatic_approval
+from flows.approval import Proposal, automatic_approval
 from flows.curation_stage import curate_round
-from flows.round_stages import decide_dataset, propose_dataset
+from flows.round_stages import decide_dataset, gate, propose_dataset, round_pool
 from flows.settings import CurationSettings, catalog_path
-from human_gate.auto import review_of_curation
+from human_gate.auto import AutoGate
 from storage import Catalog
 from training.export import ExportFormat, ExportReport, export_dataset
 
@@ -131,24 +131,23 @@ def run_stages(home: Path, out: Path) -> list[Stage]:
             lambda: curate_round(home, ROUND, settings, home / "rounds"),
         )
 
-        def gate() -> list[str]:
-            with Catalog.open(catalog_path(home)) as catalog:
-                kept = [r for r in catalog.reviews.curations_of_round(ROUND) if r.kept]
-                reviews = [review_of_curation(ROUND, r) for r in kept]
-                catalog.reviews.add(reviews)
-            return [r.trajectory_id for r in reviews]
-
-        kept = timed("gate (automatic)", "reviews", len, gate)
-
-        def balance() -> object:
+        def reviews_stored(_: object) -> int:
             with Catalog.open(catalog_path(home), read_only=True) as catalog:
-                reviews = catalog.reviews.of_round(ROUND)
-            return propose_dataset(home, ROUND, kept, reviews, default_target())
+                return len(catalog.reviews.of_round(ROUND))
 
-        proposal = timed("balance", "candidates", lambda _: len(kept), balance)
+        timed("gate (automatic)", "reviews", reviews_stored, lambda: gate(home, ROUND, AutoGate()))
+
+        def balance() -> Proposal | None:
+            pool = round_pool(home, ROUND, [])
+            stale = [r.trajectory_id for r in pool.stale]
+            return propose_dataset(
+                home, ROUND, pool.trajectory_ids, pool.reviews, default_target(), None, stale
+            )
+
+        proposal = timed("balance", "candidates", reviews_stored, balance)
         if proposal is None:
             raise RuntimeError("nothing was approved: no dataset to freeze and export")
-        version = proposal.version  # type: ignore[attr-defined]
+        version = proposal.version
         timed(
             "freeze",
             "members",

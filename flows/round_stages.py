@@ -349,11 +349,12 @@ def gate(
     max_poll_s: float = 60.0,
     log: Callable[[str], None] = lambda _: None,
 ) -> GateOutcome:
-    """Decide the round's kept items: those the curator routed to no person get its
-    suggestion as an automatic review, as every gate gives them (no trajectory is read
-    for them); those routed to a person go through ``human_gate``, decisions stored as
-    they come. Then take up items earlier rounds carried over, and carry over what is
-    still undecided. Nothing undecided is ever approved.
+    """Decide the round's kept items: those the curator routed to no person (every item
+    when ``human_gate`` asks no people) get its suggestion as an automatic review, as
+    every gate gives them (no trajectory is read for them); those routed to a person go
+    through ``human_gate``, decisions stored as they come. Then take up items earlier
+    rounds carried over, and carry over what is still undecided. Nothing undecided is
+    ever approved.
 
     Kept items are read ``GATE_BATCH`` at a time: a batch's automatic reviews are
     stored, and its items for people submitted and collected once without waiting; then,
@@ -383,8 +384,9 @@ def gate(
 
     pending: list[str] = []
     for kept in kept_batches(home, round_id):
-        store([review_of_curation(round_id, c) for c in kept if not _for_people(c)])
-        for_people = [c for c in kept if _for_people(c)]
+        for_people = [c for c in kept if human_gate.asks_people and _for_people(c)]
+        asked = {c.trajectory_id for c in for_people}
+        store([review_of_curation(round_id, c) for c in kept if c.trajectory_id not in asked])
         if for_people:
             pending += sync(for_people, 0.0)
     if pending and wait_s > 0:

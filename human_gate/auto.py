@@ -17,6 +17,7 @@ class AutoGate:
     """
 
     name: str = "auto"
+    asks_people: bool = False
 
     def submit(self, round_id: str, items: Sequence[GateItem]) -> None:
         """Nothing to send: no person is asked."""

@@ -55,6 +55,9 @@ class HumanGate(Protocol):
     """Where curated items are approved, corrected, rejected or quarantined."""
 
     name: str
+    asks_people: bool
+    """False: the gate decides every item from its curation record alone (the gate
+    stage then reads no trajectory for it and stores the curator's suggestion)."""
 
     def submit(self, round_id: str, items: Sequence[GateItem]) -> None:
         """Send the items that need a person (Label Studio: import them as tasks)."""

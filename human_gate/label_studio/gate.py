@@ -169,6 +169,7 @@ class LabelStudioGate:
     """The ``label-studio`` gate over an SDK client (see :meth:`connect`)."""
 
     name: str = "label-studio"
+    asks_people: bool = True
 
     def __init__(
         self,

@@ -6,8 +6,8 @@ still have."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +18,7 @@ from flows.curation_stage import curate_round
 from flows.round_stages import gate
 from flows.settings import CurationSettings, catalog_path
 from human_gate import GateItem, GateResult
-from human_gate.auto import review_of_curation
+from human_gate.auto import AutoGate, review_of_curation
 from storage import Catalog
 from storage.review_store import DuckDBReviewStore
 from storage.trajectory_store import DuckDBTrajectoryStore
@@ -31,6 +31,7 @@ class PeopleGate:
     person; people never answer the others (they stay pending)."""
 
     name = "people"
+    asks_people = True
 
     def __init__(self) -> None:
         self.submitted: list[list[str]] = []
@@ -104,3 +105,21 @@ def test_batches_then_only_the_undecided_are_waited_for(
     suggested = {c.trajectory_id: c.suggested for c in kept}
     assert all(r.automatic and r.decision == suggested[r.trajectory_id] for r in reviews)
     assert carried == len(human)  # undecided: carried over, never approved
+
+
+def test_a_gate_that_asks_no_people_decides_every_item_without_reading_trajectories(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_reading(*args: object, **kwargs: object) -> list[Trajectory]:
+        raise AssertionError("the gate read trajectories that nobody is shown")
+
+    monkeypatch.setattr(DuckDBTrajectoryStore, "by_ids", no_reading)
+    monkeypatch.setattr(flows.round_stages, "GATE_BATCH", 7)
+
+    gate(home, ROUND, AutoGate())
+
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        kept = [c for c in catalog.reviews.curations_of_round(ROUND) if c.kept]
+        reviews = catalog.reviews.of_round(ROUND)
+    assert any(c.routing is Routing.NEEDS_HUMAN for c in kept)
+    assert {review_of_curation(ROUND, c) for c in kept} <= set(reviews)

@@ -22,6 +22,7 @@ class StepGate:
     for the timing logic only; the real server is tested in tests/human_gate)."""
 
     name = "scripted"
+    asks_people = True
 
     def __init__(self, answers: list[GateResult | Exception], down_at_submit: int = 0) -> None:
         self.answers = answers
