@@ -136,6 +136,7 @@ def run_stages(home: Path, out: Path) -> list[Stage]:
                 return len(catalog.reviews.of_round(ROUND))
 
         timed("gate (automatic)", "reviews", reviews_stored, lambda: gate(home, ROUND, AutoGate()))
+        reviewed = stages[-1].items
 
         def balance() -> Proposal | None:
             pool = round_pool(home, ROUND, [])
@@ -144,7 +145,7 @@ def run_stages(home: Path, out: Path) -> list[Stage]:
                 home, ROUND, pool.trajectory_ids, pool.reviews, default_target(), None, stale
             )
 
-        proposal = timed("balance", "candidates", reviews_stored, balance)
+        proposal = timed("balance", "candidates", lambda _: reviewed, balance)
         if proposal is None:
             raise RuntimeError("nothing was approved: no dataset to freeze and export")
         version = proposal.version

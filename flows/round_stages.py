@@ -382,13 +382,15 @@ def gate(
             log=log,
         ).pending
 
+    def for_people(curation: CurationRecord) -> bool:
+        return human_gate.asks_people and curation.routing is Routing.NEEDS_HUMAN
+
     pending: list[str] = []
     for kept in kept_batches(home, round_id):
-        for_people = [c for c in kept if human_gate.asks_people and _for_people(c)]
-        asked = {c.trajectory_id for c in for_people}
-        store([review_of_curation(round_id, c) for c in kept if c.trajectory_id not in asked])
-        if for_people:
-            pending += sync(for_people, 0.0)
+        store([review_of_curation(round_id, c) for c in kept if not for_people(c)])
+        asked = [c for c in kept if for_people(c)]
+        if asked:
+            pending += sync(asked, 0.0)
     if pending and wait_s > 0:
         waiting = set(pending)
         undecided = [
@@ -413,10 +415,6 @@ def kept_batches(home: Path, round_id: str) -> Iterator[list[CurationRecord]]:
             return
         yield kept
         after = kept[-1].trajectory_id
-
-
-def _for_people(curation: CurationRecord) -> bool:
-    return curation.routing is Routing.NEEDS_HUMAN
 
 
 def take_up_carried(

@@ -48,8 +48,3 @@ def read_curation_file(location: Location) -> pa.Table:
             f"{', '.join(table.schema.names)}, not {', '.join(CURATION_SCHEMA.names)}"
         )
     return table
-
-
-def curations_in(table: pa.Table) -> list[CurationRecord]:
-    """The records of a curation file's rows."""
-    return [CurationRecord.model_validate_json(r) for r in table.column("record").to_pylist()]

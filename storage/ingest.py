@@ -44,7 +44,7 @@ TRANSACTION_TRAJECTORIES = 2_000
 """The most trajectories one ingest transaction takes (whole shards; a larger shard goes
 alone): DuckDB's memory during a transaction grows with what it adds, so a round's
 ingest is a series of bounded transactions (measured on 17,689 trajectories: 0.48 GB in
-one transaction, 0.28 GB in transactions of about 1,600)."""
+one transaction, 0.33 GB in transactions of 2,000 on one connection)."""
 
 
 def transactions(shards: dict[str, ShardInfo], limit: int) -> Iterator[dict[str, ShardInfo]]:

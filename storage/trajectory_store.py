@@ -34,6 +34,8 @@ class DuckDBTrajectoryStore:
     def ingest(self, paths: Sequence[Location]) -> IngestReport:
         report = ingest.NOTHING_INGESTED
         found = ingest.resolve_shards(paths)
+        if not found:
+            return report
         with self._file.writable() as con:
             for shards in ingest.transactions(found, ingest.TRANSACTION_TRAJECTORIES):
                 with transaction(con):

@@ -24,9 +24,9 @@ from flows.curation_stage import (
 )
 from flows.settings import CurationSettings, catalog_path
 from storage import Catalog
-from storage.curation_files import curations_in, read_curation_file
+from storage.curation_files import read_curation_file
 from tests.fakes import ScriptedChatServer, text_reply
-from tests.storage.builders import write_shards
+from tests.storage.builders import curations_in, write_shards
 
 ROUND = "round-c"
 

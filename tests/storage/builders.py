@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pyarrow as pa
+
 from contract import (
     CurationRecord,
     DatasetMember,
@@ -79,3 +81,8 @@ def approved_curation(trajectory: Trajectory) -> CurationRecord:
         suggested=ReviewDecision.APPROVE,
         reason="looks fine",
     )
+
+
+def curations_in(table: pa.Table) -> list[CurationRecord]:
+    """The records of a curated partition's rows (``storage.curation_files``)."""
+    return [CurationRecord.model_validate_json(r) for r in table.column("record").to_pylist()]

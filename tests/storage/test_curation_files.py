@@ -12,9 +12,9 @@ import pytest
 
 from contract import CurationRecord, Trajectory
 from storage import Catalog, CatalogError
-from storage.curation_files import curations_in, read_curation_file, write_curation_file
+from storage.curation_files import read_curation_file, write_curation_file
 from storage.files import TEMP_MARK
-from tests.storage.builders import approved_curation
+from tests.storage.builders import approved_curation, curations_in
 
 
 @pytest.fixture

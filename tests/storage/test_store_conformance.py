@@ -53,10 +53,10 @@ from storage import (
     TrajectoryStore,
     UnknownIdError,
 )
-from storage.curation_files import curations_in, read_curation_file, write_curation_file
+from storage.curation_files import read_curation_file, write_curation_file
 from storage.dataset_diff import DatasetDiff
 from storage.datasets import DatasetDescription
-from tests.storage.builders import ROUND, approved_curation, make_version
+from tests.storage.builders import ROUND, approved_curation, curations_in, make_version
 from tests.storage.conftest import IMPLEMENTATIONS
 
 EXAMPLE_REPORT = Path(__file__).resolve().parents[2] / "docs" / "examples" / "feedback-report.json"
