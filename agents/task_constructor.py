@@ -5,7 +5,9 @@ unfilled quota (and, with an LLM, rewords their goals), ``validate`` keeps a tas
 when its reference plan passes its own verifier on a fresh sandbox, its goal is
 well-formed, it is neither a duplicate nor a near-duplicate, and its fingerprint is not a
 development task's; ``record`` stores the tasks and every rejection with its reason.
-Proposing repeats until the quotas are filled or ``max_passes`` runs out.
+Proposing repeats until the quotas are filled or ``max_passes`` runs out; a pass draws
+its parameters first (light) and builds and validates them ``PROPOSAL_BATCH`` at a time,
+so a large plan never holds a pass's built tasks at once.
 
 A plan built from feedback (``curation.planning``) adds repair sets: their tasks come
 from the train templates that declare the failure type's pattern, and a proposal is kept
@@ -71,6 +73,10 @@ WORLDS_PER_ROUND = 48
 RECORD_BATCH = 2_000
 """Accepted tasks stored to a write: the store's memory while it commits grows with the
 write (17,689 tasks in one DuckDB transaction: about 0.2 GB)."""
+PROPOSAL_BATCH = 2_000
+"""Draws of a pass built into tasks and validated at a time: a built task weighs far more
+than its draw, and the first pass of a 20,000-task plan draws 20,000 (built all at once,
+they were most of construction's 0.18 GB of Python objects)."""
 
 
 class TaskSink(Protocol):
@@ -97,6 +103,16 @@ class Proposal:
     @property
     def slot(self) -> Slot:
         return self.repair if self.repair is not None else self.cell
+
+
+class Pick(NamedTuple):
+    """One draw of a pass, before anything is built: the slot it fills, the template,
+    the world seed and the parameter variant."""
+
+    slot: Slot
+    template: TaskTemplate
+    seed: int
+    variant: int
 
 
 @dataclass(frozen=True)
@@ -172,6 +188,10 @@ class ConstructorState(TypedDict, total=False):
     """MinHash index of ``what_it_asks`` of known and accepted tasks, kept across passes."""
     exhausted: frozenset[Slot]
     """Cells and repair sets whose templates yield no new tasks: their quota moved."""
+    picks: list[Pick]
+    """The pass's draws not built yet (``PROPOSAL_BATCH`` are built at a time)."""
+    taken: dict[str, tuple[RejectionReason, str]]
+    """Fingerprints the pass's draws must not have (``_taken``), and those it proposed."""
     proposals: list[Proposal]
     accepted: list[Accepted]
     repair_of: dict[str, FailureType]
@@ -263,47 +283,66 @@ def goal_problem(goal: str) -> str | None:
 
 def make_propose(sandbox: MobileSandbox, llm: JsonLLM | None) -> ConstructorNode:
     def propose(state: ConstructorState) -> ConstructorState:
-        """One proposal per missing task of every unfilled cell and repair set, drawn from
-        the seed; templates are drawn by the plan's template weights (1 when unlisted)."""
-        passes = state.get("passes", 0)
+        """Build the next ``PROPOSAL_BATCH`` of the pass's draws into proposals (and,
+        with an LLM, reword their goals); with none left, start a pass by drawing one
+        proposal per missing task of every unfilled cell and repair set."""
+        update: ConstructorState = {}
+        picks = state.get("picks") or []
+        if picks:
+            taken = state["taken"]
+        else:
+            picks, proposed = draw_pass(state)
+            taken = _taken(state)
+            update = {"passes": state.get("passes", 0) + 1, "proposed": proposed}
         proposals: list[Proposal] = []
-        proposed: dict[Slot, int] = {}
-        worlds = world_seeds(state["seed"])
-        taken = _taken(state)
-        plan = state["plan"]
-        weights = {w.template: w.weight for w in plan.template_weights}
-        missing_by_slot = shortfall(plan, state.get("accepted", []))
-        for slot in sorted(missing_by_slot, key=_slot_key):
-            missing = missing_by_slot[slot]
-            pool = templates_of(slot)
-            if not pool:
-                continue
-            before = len(proposals)
-            if isinstance(slot, tuple):
-                rng = random.Random(f"{state['seed']}:{passes}:{slot[0]}:{slot[1]}")
-            else:
-                rng = random.Random(f"{state['seed']}:{passes}:repair:{slot}")
-            pool_weights = [weights.get(t.name, 1.0) for t in pool]
-            # Later passes over-propose: what is left is the hard part of the cell.
-            for _ in range(missing if passes == 0 else 2 * missing + 2):
-                if all(w == 1.0 for w in pool_weights):
-                    template = rng.choice(pool)
-                else:
-                    template = rng.choices(pool, weights=pool_weights)[0]
-                seed = worlds[rng.randrange(len(worlds))]
-                variant = rng.randrange(2**31)
-                cell = slot if isinstance(slot, tuple) else None
-                repair = slot if not isinstance(slot, tuple) else None
-                proposal = _propose(cell, repair, template, seed, variant, sandbox, taken)
-                if proposal.task is not None:
-                    taken.setdefault(proposal.task.fingerprint, _PROPOSED)
-                proposals.append(proposal)
-            proposed[slot] = proposed.get(slot, 0) + len(proposals) - before
+        for pick in picks[:PROPOSAL_BATCH]:
+            cell = pick.slot if isinstance(pick.slot, tuple) else None
+            repair = pick.slot if not isinstance(pick.slot, tuple) else None
+            proposal = _propose(
+                cell, repair, pick.template, pick.seed, pick.variant, sandbox, taken
+            )
+            if proposal.task is not None:
+                taken.setdefault(proposal.task.fingerprint, _PROPOSED)
+            proposals.append(proposal)
         if llm is not None:
             proposals = reword_all(proposals, llm)
-        return {"proposals": proposals, "passes": passes + 1, "proposed": proposed}
+        return {**update, "proposals": proposals, "picks": picks[PROPOSAL_BATCH:], "taken": taken}
 
     return propose
+
+
+def draw_pass(state: ConstructorState) -> tuple[list[Pick], dict[Slot, int]]:
+    """A pass's draws, slot by slot from the seed (templates by the plan's template
+    weights, 1 when unlisted), and how many each slot got. Nothing is built: whether a
+    draw is taken is known only once it is (``_propose``)."""
+    passes = state.get("passes", 0)
+    worlds = world_seeds(state["seed"])
+    plan = state["plan"]
+    weights = {w.template: w.weight for w in plan.template_weights}
+    missing_by_slot = shortfall(plan, state.get("accepted", []))
+    picks: list[Pick] = []
+    proposed: dict[Slot, int] = {}
+    for slot in sorted(missing_by_slot, key=_slot_key):
+        missing = missing_by_slot[slot]
+        pool = templates_of(slot)
+        if not pool:
+            continue
+        if isinstance(slot, tuple):
+            rng = random.Random(f"{state['seed']}:{passes}:{slot[0]}:{slot[1]}")
+        else:
+            rng = random.Random(f"{state['seed']}:{passes}:repair:{slot}")
+        pool_weights = [weights.get(t.name, 1.0) for t in pool]
+        # Later passes over-propose: what is left is the hard part of the cell.
+        count = missing if passes == 0 else 2 * missing + 2
+        for _ in range(count):
+            if all(w == 1.0 for w in pool_weights):
+                template = rng.choice(pool)
+            else:
+                template = rng.choices(pool, weights=pool_weights)[0]
+            seed = worlds[rng.randrange(len(worlds))]
+            picks.append(Pick(slot, template, seed, rng.randrange(2**31)))
+        proposed[slot] = count
+    return picks, proposed
 
 
 def world_seeds(seed: int) -> list[int]:
@@ -637,6 +676,11 @@ def make_record(store: TaskSink | None) -> ConstructorNode:
     return record
 
 
+def rest_of_pass(state: ConstructorState) -> str:
+    """Build the pass's next draws, or, with none left, replan."""
+    return "propose" if state.get("picks") else "replan"
+
+
 def build_task_constructor_graph(
     sandbox: MobileSandbox,
     *,
@@ -662,7 +706,7 @@ def build_task_constructor_graph(
     graph.add_edge(START, "propose")
     graph.add_edge("propose", "validate")
     graph.add_edge("validate", "file_rejections")
-    graph.add_edge("file_rejections", "replan")
+    graph.add_conditional_edges("file_rejections", rest_of_pass, ["propose", "replan"])
     graph.add_conditional_edges("replan", more_needed, ["propose", "record"])
     graph.add_edge("record", END)
     return graph.compile(name="task-constructor")
@@ -703,11 +747,12 @@ def construct_tasks(
             "dev_fingerprints": dev_fingerprints,
             "known_goals": list(known_goals),
             "passes": 0,
+            "picks": [],
             "accepted": [],
             "repair_of": {},
             "rejected": [],
         },
-        {"recursion_limit": 4 * max_passes + 8},
+        {"recursion_limit": step_limit(plan, max_passes)},
     )
     repair_of = final.get("repair_of", {})
     return Construction(
@@ -724,6 +769,16 @@ def construct_tasks(
             for r in plan.repairs
         },
     )
+
+
+def step_limit(plan: GenerationPlan, max_passes: int) -> int:
+    """The graph steps a construction of ``plan`` can take: a pass draws at most twice
+    the plan's tasks plus two per slot (quotas move between slots, never grow in
+    total), built ``PROPOSAL_BATCH`` at a time, three steps each, and its replan."""
+    slots = len(plan.quotas) + len(plan.repairs)
+    total = sum(q.count for q in plan.quotas) + sum(r.count for r in plan.repairs)
+    batches = -(-(2 * total + 2 * slots) // PROPOSAL_BATCH)
+    return max_passes * (3 * max(batches, 1) + 1) + 8
 
 
 def resolve_recollection(

@@ -292,6 +292,57 @@ def test_accepted_tasks_are_stored_a_bounded_batch_to_a_write(
     assert len({t.id for t in store.tasks}) == 12
 
 
+def test_a_pass_builds_its_draws_a_bounded_batch_at_a_time_with_the_same_outcome(
+    sandbox: MobileSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = default_plan(60)
+    whole = construct_tasks("round-p", plan, 5, sandbox, max_passes=6)
+    monkeypatch.setattr(task_constructor, "PROPOSAL_BATCH", 7)
+    built_at_once: list[int] = []
+    real_validate = task_constructor.make_validate
+
+    def counting_validate(sb: MobileSandbox, threshold: float) -> task_constructor.ConstructorNode:
+        validate = real_validate(sb, threshold)
+
+        def node(state: ConstructorState) -> ConstructorState:
+            built_at_once.append(len(state.get("proposals", [])))
+            return validate(state)
+
+        return node
+
+    monkeypatch.setattr(task_constructor, "make_validate", counting_validate)
+    batched = construct_tasks("round-p", plan, 5, sandbox, max_passes=6)
+
+    assert max(built_at_once) == 7 and len(built_at_once) > 60 // 7
+    assert [t.id for t in batched.tasks] == [t.id for t in whole.tasks]
+    assert batched.plan == whole.plan
+
+    def reasons(rejected: Sequence[RejectedTask]) -> Counter[tuple[str | None, str]]:
+        return Counter((r.fingerprint, r.detail) for r in rejected)
+
+    assert reasons(batched.rejected) == reasons(whole.rejected)
+
+
+def test_a_draw_repeating_an_earlier_batch_of_its_pass_is_refused_unbuilt(
+    sandbox: MobileSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(task_constructor, "PROPOSAL_BATCH", 3)
+    propose = make_propose(sandbox, None)
+    state: ConstructorState = {"round_id": "r", "seed": 0, "plan": default_plan(12)}
+    picks, _ = task_constructor.draw_pass(state)
+    first = propose(state)
+    assert len(first["proposals"]) == 3 and first["picks"] == picks[3:]
+    (built,) = {p.task.fingerprint for p in first["proposals"][:1] if p.task is not None}
+
+    later = propose({**state, **first, "picks": [picks[0]]})
+
+    (repeat,) = later["proposals"]
+    assert repeat.task is None and repeat.repeat is not None
+    assert repeat.repeat.fingerprint == built
+    assert repeat.problem == "a task with this fingerprint was proposed in this pass"
+    assert "passes" not in later, "a batch of the same pass started a new one"
+
+
 def _report(scores: dict[Capability, float], failures: dict[FailureType, int]) -> FeedbackReport:
     return FeedbackReport(
         format_version=1,
