@@ -31,6 +31,7 @@ from curation.routing import CuratorConfig
 from flows.settings import CurationSettings, catalog_path
 from storage import Catalog
 from storage.bulk import gc_paused
+from storage.curation_columns import EVERYWHERE, RowSpans
 from storage.curation_files import CURATION_FILE_SUFFIX, write_curation_file
 from storage.locations import Location, join
 
@@ -38,13 +39,16 @@ from storage.locations import Location, join
 @dataclass(frozen=True)
 class PartitionJob:
     """What curating one partition needs wherever it runs: the catalog (read only),
-    the round, the partition's trajectory ids, the thresholds, and where its records go."""
+    the round, the partition's trajectory ids, the thresholds, where its records go, and
+    where its rows lie in the catalog's tables."""
 
     catalog: Path
     round_id: str
     trajectory_ids: Sequence[str]
     config: CuratorConfig
     records_at: Location
+    spans: RowSpans = EVERYWHERE
+    """Where the partition's rows lie in the catalog's tables (``curation_spans``)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,11 @@ class CurationCounts:
 Spread = Callable[[Sequence[PartitionJob]], Iterable[PartitionResult]]
 """Curates each job somewhere, and gives back each one's result."""
 MAX_AUTO_WORKERS = 8
+TRAJECTORIES_PER_WORKER = 20_000
+"""Trajectories a worker process must have to be started by default: one costs about
+0.3 GB and 2 s to start (its imports), and curates 20,000 trajectories in about 4 s
+of CPU, so a smaller round is curated here (a 20,000-task round in two workers took
+0.7 GB more than in this process)."""
 PROMPT_BATCH = 2_000
 """Records loaded at a time to render what an LLM judge is shown."""
 
@@ -100,13 +109,25 @@ def curate_round(
     curated here (its client stays in this process)."""
     path = catalog_path(home)
     with Catalog.open(path, read_only=True) as catalog:
-        pairs = catalog.trajectories.fingerprints(round_id)
+        partitions = fingerprint_partitions(
+            catalog.trajectories.fingerprints(round_id), settings.partition_size
+        )
+        spans = (
+            catalog.trajectories.curation_spans(partitions)
+            if len(partitions) > 1
+            else [EVERYWHERE] * len(partitions)
+        )
     config = curator_config(settings)
     jobs = [
-        PartitionJob(path, round_id, ids, config, partition_path(root, round_id, index))
-        for index, ids in enumerate(fingerprint_partitions(pairs, settings.partition_size))
+        PartitionJob(path, round_id, ids, config, partition_path(root, round_id, index), span)
+        for index, (ids, span) in enumerate(zip(partitions, spans, strict=True))
     ]
-    workers = worker_count(settings.workers, len(jobs), judged=llm is not None)
+    workers = worker_count(
+        settings.workers,
+        len(jobs),
+        judged=llm is not None,
+        trajectories=sum(len(job.trajectory_ids) for job in jobs),
+    )
     results: list[PartitionResult]
     if spread is not None and llm is None:
         results = list(spread(jobs))
@@ -128,7 +149,9 @@ def curate_round(
 
 def curate_to_file(job: PartitionJob, llm: JsonLLM | None = None) -> PartitionResult:
     """Curate ``job``'s partition and write its records where the job says."""
-    records = curate_partition(job.catalog, job.round_id, job.trajectory_ids, job.config, llm)
+    records = curate_partition(
+        job.catalog, job.round_id, job.trajectory_ids, job.config, llm, job.spans
+    )
     write_curation_file(records, job.records_at)
     return PartitionResult(job.records_at, len(records), sum(r.kept for r in records))
 
@@ -139,6 +162,7 @@ def curate_partition(
     trajectory_ids: Sequence[str],
     config: CuratorConfig,
     llm: JsonLLM | None = None,
+    spans: RowSpans = EVERYWHERE,
 ) -> list[CurationRecord]:
     """Curate one partition from the catalog's columns (``curation.facts``: no record is
     rebuilt), with the cycle collector paused (the partition's objects live until it is
@@ -147,7 +171,9 @@ def curate_partition(
     the catalog wrote them), and only what the judge is shown of each is kept."""
     with gc_paused():
         with Catalog.open(path, read_only=True) as catalog:
-            facts = facts_from_columns(catalog.trajectories.curation_columns(trajectory_ids))
+            columns = catalog.trajectories.curation_columns(trajectory_ids, spans)
+            facts = facts_from_columns(columns)
+            del columns
             prompts: dict[str, str] = {}
             for start in range(0, len(trajectory_ids) if llm is not None else 0, PROMPT_BATCH):
                 batch = trajectory_ids[start : start + PROMPT_BATCH]
@@ -156,11 +182,14 @@ def curate_partition(
         return curate_facts(facts, round_id, config, llm, prompts)
 
 
-def worker_count(setting: int, partitions: int, *, judged: bool) -> int:
-    """Processes to curate with: ``setting`` (0: one per core, at most
-    ``MAX_AUTO_WORKERS``), never more than there are partitions; one when an LLM judges
-    (its calls wait on the network, not on a core, and its client stays in this process)."""
+def worker_count(setting: int, partitions: int, *, judged: bool, trajectories: int) -> int:
+    """Processes to curate with: ``setting``, or by default (0) one per core (at most
+    ``MAX_AUTO_WORKERS``) and per ``TRAJECTORIES_PER_WORKER`` of the round; never more
+    than there are partitions; one when an LLM judges (its calls wait on the network,
+    not on a core, and its client stays in this process)."""
     if judged:
         return 1
-    wanted = setting or min(os.cpu_count() or 1, MAX_AUTO_WORKERS)
+    wanted = setting or min(
+        os.cpu_count() or 1, MAX_AUTO_WORKERS, trajectories // TRAJECTORIES_PER_WORKER
+    )
     return max(1, min(wanted, partitions))

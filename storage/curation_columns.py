@@ -5,6 +5,14 @@ its task's fingerprint, the verifier's checks (JSON), the kinds of the reference
 actions, the verdict and the stored failure attribution. ``steps``: one row per step, in
 (trajectory, index) order, with the action as the catalog stores it (canonical JSON), its
 kind and target, the error kind and the state changes (JSON) of its feedback.
+
+A round is curated in partitions, and a query for one partition's ids would scan every
+row of the catalog's tables (every round's): ten partitions, ten scans. ``row_spans``
+finds, in one scan, the rowids each partition's rows lie between in each table; a
+partition's read then names its spans, and DuckDB skips the rows outside them (a
+partition's trajectories are neighbours: ``curation.partitions``). A span only narrows
+what is scanned; the ids still select the rows, and a read whose spans no longer hold
+every row (the counts say so) is done again without them.
 """
 
 from __future__ import annotations
@@ -14,11 +22,12 @@ from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from storage.sql import ids_table, registered
 
 TRAJECTORY_QUERY = """
-SELECT t.id, t.task_id, k.fingerprint, t.outcome, t.failure_attribution,
+SELECT t.id, t.task_id, k.fingerprint, t.outcome, t.failure_attribution, t.n_steps,
        CAST(json_extract(t.cost, '$.steps') AS INTEGER) AS cost_steps,
        json_extract(k.spec, '$.verifier.checks') AS verifier_checks,
        json_extract_string(k.spec, '$.reference_plan[*].kind') AS reference_kinds,
@@ -27,6 +36,8 @@ FROM trajectories t
 JOIN _wanted w ON w.id = t.id
 JOIN tasks k ON k.id = t.task_id
 JOIN verdicts v ON v.trajectory_id = t.id
+WHERE t.rowid BETWEEN $t0 AND $t1 AND k.rowid BETWEEN $k0 AND $k1
+  AND v.rowid BETWEEN $v0 AND $v1
 ORDER BY t.id
 """
 
@@ -34,9 +45,57 @@ STEP_QUERY = """
 SELECT s.trajectory_id, s.idx, s.action, s.action_kind, s.target, s.error_kind,
        json_extract(s.feedback, '$.state_changes') AS state_changes
 FROM steps s
-WHERE s.trajectory_id IN (SELECT id FROM _wanted)
+WHERE s.trajectory_id IN (SELECT id FROM _wanted) AND s.rowid BETWEEN $s0 AND $s1
 ORDER BY s.trajectory_id, s.idx
 """
+
+SPANS_QUERY = """
+WITH rows AS (
+    SELECT p.part, t.rowid AS t, k.rowid AS k, v.rowid AS v
+    FROM trajectories t
+    JOIN _parts p ON p.id = t.id
+    JOIN tasks k ON k.id = t.task_id
+    JOIN verdicts v ON v.trajectory_id = t.id
+), steps_of AS (
+    SELECT p.part, min(s.rowid) AS s0, max(s.rowid) AS s1
+    FROM steps s JOIN _parts p ON p.id = s.trajectory_id
+    GROUP BY p.part
+)
+SELECT r.part, min(t), max(t), min(k), max(k), min(v), max(v),
+       coalesce(any_value(st.s0), 0), coalesce(any_value(st.s1), -1)
+FROM rows r LEFT JOIN steps_of st ON st.part = r.part
+GROUP BY r.part
+"""
+EVERY_ROW = 2**62
+"""A span's end that no rowid reaches."""
+
+
+@dataclass(frozen=True)
+class RowSpans:
+    """The first and last rowid of a partition's rows in each table the curator reads:
+    ``trajectories``, ``tasks``, ``verdicts``, ``steps``."""
+
+    trajectories: tuple[int, int]
+    tasks: tuple[int, int]
+    verdicts: tuple[int, int]
+    steps: tuple[int, int]
+
+    def params(self) -> dict[str, int]:
+        """The spans as the queries' parameters."""
+        return {
+            "t0": self.trajectories[0],
+            "t1": self.trajectories[1],
+            "k0": self.tasks[0],
+            "k1": self.tasks[1],
+            "v0": self.verdicts[0],
+            "v1": self.verdicts[1],
+            "s0": self.steps[0],
+            "s1": self.steps[1],
+        }
+
+
+EVERYWHERE = RowSpans((0, EVERY_ROW), (0, EVERY_ROW), (0, EVERY_ROW), (0, EVERY_ROW))
+"""Spans that narrow nothing."""
 
 
 @dataclass(frozen=True)
@@ -48,10 +107,51 @@ class CurationColumns:
 
 
 def curation_columns(
-    con: duckdb.DuckDBPyConnection, trajectory_ids: Sequence[str]
+    con: duckdb.DuckDBPyConnection,
+    trajectory_ids: Sequence[str],
+    spans: RowSpans = EVERYWHERE,
 ) -> CurationColumns:
-    """The curator's columns of ``trajectory_ids`` (unknown ids are absent)."""
-    with registered(con, "_wanted", ids_table(list(dict.fromkeys(trajectory_ids)))):
-        trajectories = con.sql(TRAJECTORY_QUERY).to_arrow_table()
-        steps = con.sql(STEP_QUERY).to_arrow_table()
+    """The curator's columns of ``trajectory_ids`` (unknown ids are absent), scanning
+    only the rows inside ``spans``; read again without them when they missed a row."""
+    wanted = list(dict.fromkeys(trajectory_ids))
+    with registered(con, "_wanted", ids_table(wanted)):
+        columns = _read(con, spans)
+        if spans != EVERYWHERE and not _whole(columns, len(wanted)):
+            columns = _read(con, EVERYWHERE)
+    return columns
+
+
+def _read(con: duckdb.DuckDBPyConnection, spans: RowSpans) -> CurationColumns:
+    params = spans.params()
+    steps_params = {"s0": params.pop("s0"), "s1": params.pop("s1")}
+    trajectories = con.sql(TRAJECTORY_QUERY, params=params).to_arrow_table()
+    steps = con.sql(STEP_QUERY, params=steps_params).to_arrow_table()
     return CurationColumns(trajectories=trajectories, steps=steps)
+
+
+def _whole(columns: CurationColumns, wanted: int) -> bool:
+    """Every wanted trajectory and every one of its steps was read (an unknown id,
+    missing either way, is told apart by the read without spans)."""
+    steps = int(pc.sum(columns.trajectories.column("n_steps")).as_py() or 0)
+    read: tuple[int, int] = (columns.trajectories.num_rows, columns.steps.num_rows)
+    return read == (wanted, steps)
+
+
+def row_spans(
+    con: duckdb.DuckDBPyConnection, partitions: Sequence[Sequence[str]]
+) -> list[RowSpans]:
+    """The spans of each partition's rows (``partitions``: trajectory ids), in one scan
+    of each table; a partition none of whose ids is stored gets ``EVERYWHERE``."""
+    parts = pa.table(
+        {
+            "id": pa.array([i for ids in partitions for i in ids], pa.string()),
+            "part": pa.array([n for n, ids in enumerate(partitions) for _ in ids], pa.int32()),
+        }
+    )
+    with registered(con, "_parts", parts):
+        rows = con.execute(SPANS_QUERY).fetchall()
+    found = {
+        part: RowSpans((t0, t1), (k0, k1), (v0, v1), (s0, s1))
+        for part, t0, t1, k0, k1, v0, v1, s0, s1 in rows
+    }
+    return [found.get(n, EVERYWHERE) for n in range(len(partitions))]

@@ -30,7 +30,7 @@ from contract import (
     TaskSpec,
     Trajectory,
 )
-from storage.curation_columns import CurationColumns
+from storage.curation_columns import EVERYWHERE, CurationColumns, RowSpans
 from storage.dataset_diff import DatasetDiff
 from storage.datasets import DatasetDescription
 from storage.export_columns import ExportColumns
@@ -239,9 +239,17 @@ class TrajectoryStore(Protocol):
         member trajectory the store does not hold."""
         ...
 
-    def curation_columns(self, trajectory_ids: Sequence[str]) -> CurationColumns:
-        """What the curator reads of ``trajectory_ids``, as columns (no record rebuilt);
-        UnknownIdError names the first one the store does not hold."""
+    def curation_spans(self, partitions: Sequence[Sequence[str]]) -> list[RowSpans]:
+        """Where each partition's rows lie (``partitions``: trajectory ids), found in one
+        pass, for ``curation_columns`` to read a partition without scanning the rest."""
+        ...
+
+    def curation_columns(
+        self, trajectory_ids: Sequence[str], spans: RowSpans = EVERYWHERE
+    ) -> CurationColumns:
+        """What the curator reads of ``trajectory_ids``, as columns (no record rebuilt),
+        scanning the rows inside ``spans`` (``curation_spans``; spans that missed a row
+        are not trusted); UnknownIdError names the first id the store does not hold."""
         ...
 
     def balance_rows(self, trajectory_ids: Sequence[str]) -> list[BalanceRow]:

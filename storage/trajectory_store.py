@@ -13,7 +13,13 @@ from contract import TRUSTED_IDS, TaskSpec, Trajectory
 from storage import ingest, round_facts
 from storage.bulk import gc_paused
 from storage.connection import CatalogFile, transaction
-from storage.curation_columns import CurationColumns, curation_columns
+from storage.curation_columns import (
+    EVERYWHERE,
+    CurationColumns,
+    RowSpans,
+    curation_columns,
+    row_spans,
+)
 from storage.errors import UnknownIdError
 from storage.export_columns import ExportColumns, export_columns
 from storage.ingest import IngestReport
@@ -92,9 +98,15 @@ class DuckDBTrajectoryStore:
                 raise UnknownIdError("trajectory", ids[0].as_py(), recent_ids(con, "trajectories"))
         return columns
 
-    def curation_columns(self, trajectory_ids: Sequence[str]) -> CurationColumns:
+    def curation_spans(self, partitions: Sequence[Sequence[str]]) -> list[RowSpans]:
         with self._file.read() as con:
-            columns = curation_columns(con, trajectory_ids)
+            return row_spans(con, partitions)
+
+    def curation_columns(
+        self, trajectory_ids: Sequence[str], spans: RowSpans = EVERYWHERE
+    ) -> CurationColumns:
+        with self._file.read() as con:
+            columns = curation_columns(con, trajectory_ids, spans)
             if columns.trajectories.num_rows < len(set(trajectory_ids)):
                 found = set(columns.trajectories.column("id").to_pylist())
                 missing = next(i for i in trajectory_ids if i not in found)

@@ -3,6 +3,7 @@ records themselves, and the curate stage decides what the curator decides on rec
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -30,9 +31,11 @@ from contract import (
 )
 from curation.dedup import action_tokens
 from curation.facts import TrajectoryFacts, facts_from_columns
+from curation.partitions import fingerprint_partitions
 from curation.routing import CuratorConfig
 from flows.curation_stage import curate_partition
 from storage import Catalog, UnknownIdError
+from storage.curation_columns import EVERYWHERE
 from tests.storage.builders import write_shards
 
 ROUND = "round-facts"
@@ -139,3 +142,35 @@ def test_columns_of_an_unknown_trajectory_name_it(made: SyntheticRound) -> None:
         with pytest.raises(UnknownIdError, match="traj-nope"):
             catalog.trajectories.curation_columns([*known, "traj-nope"])
         assert catalog.trajectories.curation_columns(known).trajectories.num_rows == 3
+
+
+def test_a_partition_read_inside_its_spans_equals_a_read_of_every_row(
+    made: SyntheticRound,
+) -> None:
+    with Catalog.open(made.catalog_path, read_only=True) as catalog:
+        partitions = fingerprint_partitions(catalog.trajectories.fingerprints(ROUND), 300)
+        spans = catalog.trajectories.curation_spans(partitions)
+        for ids, span in zip(partitions, spans, strict=True):
+            inside = catalog.trajectories.curation_columns(ids, span)
+            everywhere = catalog.trajectories.curation_columns(ids)
+            assert inside.trajectories.equals(everywhere.trajectories)
+            assert inside.steps.equals(everywhere.steps)
+    narrowed = [s.trajectories[1] - s.trajectories[0] + 1 for s in spans]
+    assert sum(narrowed) < 2 * made.trajectories, "spans of neighbours should barely overlap"
+    assert all(s.steps[0] <= s.steps[1] for s in spans)
+
+
+def test_spans_that_miss_rows_are_not_trusted(made: SyntheticRound) -> None:
+    with Catalog.open(made.catalog_path, read_only=True) as catalog:
+        first, second, *_ = fingerprint_partitions(catalog.trajectories.fingerprints(ROUND), 300)
+        wrong, _ = catalog.trajectories.curation_spans([second, first])
+        stale = catalog.trajectories.curation_columns(first, wrong)
+        whole = catalog.trajectories.curation_columns(first)
+        only_steps = replace(wrong, trajectories=(0, 2**62), tasks=(0, 2**62), verdicts=(0, 2**62))
+        missing_steps = catalog.trajectories.curation_columns(first, only_steps)
+        assert catalog.trajectories.curation_spans([["traj-nope"]]) == [EVERYWHERE]
+        with pytest.raises(UnknownIdError, match="traj-nope"):
+            catalog.trajectories.curation_columns([*first[:2], "traj-nope"], wrong)
+
+    assert stale.trajectories.equals(whole.trajectories) and stale.steps.equals(whole.steps)
+    assert missing_steps.steps.equals(whole.steps)

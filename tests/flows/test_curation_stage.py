@@ -101,10 +101,19 @@ def test_a_judge_is_shown_every_trajectory_it_is_asked_about(
 
 
 def test_one_worker_when_an_llm_judges_or_there_is_one_partition() -> None:
-    assert worker_count(4, 10, judged=True) == 1
-    assert worker_count(4, 1, judged=False) == 1
-    assert worker_count(4, 10, judged=False) == 4
-    assert worker_count(0, 100, judged=False) == min(os.cpu_count() or 1, 8)
+    many = 10**7
+    assert worker_count(4, 10, judged=True, trajectories=many) == 1
+    assert worker_count(4, 1, judged=False, trajectories=many) == 1
+    assert worker_count(4, 10, judged=False, trajectories=many) == 4
+    assert worker_count(0, 100, judged=False, trajectories=many) == min(os.cpu_count() or 1, 8)
+
+
+def test_by_default_a_small_round_is_curated_in_this_process() -> None:
+    per = curation_stage.TRAJECTORIES_PER_WORKER
+    cores = min(os.cpu_count() or 1, curation_stage.MAX_AUTO_WORKERS)
+    assert worker_count(0, 40, judged=False, trajectories=per - 1) == 1
+    assert worker_count(0, 40, judged=False, trajectories=2 * per) == min(2, cores)
+    assert worker_count(3, 40, judged=False, trajectories=10) == 3, "a setting is obeyed"
 
 
 def test_curating_again_stores_the_same_records_once(home: Path) -> None:
