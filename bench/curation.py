@@ -7,8 +7,9 @@ round's collect and ingest stages leave it. Building it is set-up, timed apart.
 **Work.** The stages a round runs after ingest, with the round's own functions, in a new
 process (so set-up's memory is not counted):
 
-1. curate: ``flows.curation_stage.curate_round``: fingerprint partitions, loaded from
-   the catalog and curated in worker processes (one per core), records stored;
+1. curate: ``flows.curation_stage.curate_round``: fingerprint partitions, each loaded
+   from its spans of the catalog's rows and curated in worker processes (one per core
+   and per 20,000 trajectories), records stored;
 2. gate: the automatic gate's reviews (each item's suggested decision), stored;
 3. balance: ``flows.round_stages.propose_dataset``: candidates read from the catalog's
    columns, weights raked towards the default target mix;

@@ -245,7 +245,10 @@ class CurationSettings(Section):
         description="trajectories curated together (a task fingerprint is never split)",
     )
     workers: int = Field(
-        default=0, ge=0, description="processes curating partitions; 0: one per core (<= 8)"
+        default=0,
+        ge=0,
+        description="processes curating partitions; 0: one per core (<= 8) and per 20,000 "
+        "trajectories of the round",
     )
 
     @model_validator(mode="after")
