@@ -70,9 +70,10 @@ EXHAUSTED_AFTER = 2
 MIN_YIELD = 0.1
 """A pass "stalls" for a cell when under this share of its proposals were accepted."""
 WORLDS_PER_ROUND = 48
-RECORD_BATCH = 2_000
-"""Accepted tasks stored to a write: the store's memory while it commits grows with the
-write (17,689 tasks in one DuckDB transaction: about 0.2 GB)."""
+RECORD_BATCH = 500
+"""Accepted tasks stored to a write: rebuilt specs, their rows and the store's commit all
+grow with the write (17,689 tasks: about 0.2 GB in one DuckDB transaction; a peak of
+0.58 GB in writes of 2,000, 0.47 to 0.49 GB in writes of 500, for 1 to 4 s more of 56 s)."""
 PROPOSAL_BATCH = 2_000
 """Draws of a pass built into tasks and validated at a time: a built task weighs far more
 than its draw, and the first pass of a 20,000-task plan draws 20,000 (built all at once,
