@@ -48,10 +48,11 @@ class ProgressArtifact:
 
 
 class CollectionProgress:
-    """Episodes collected out of a round's tasks, from every shard's thread: the
+    """Tasks with an episode out of a round's tasks, from every shard's thread: the
     ``round-collection`` progress artifact, and a log line every ``LOG_EVERY_S`` seconds
-    or tenth of the way with the outcomes so far. Retries after a backend fault count as
-    episodes too, so the count can pass the tasks; the artifact stops at 100%."""
+    or tenth of the way with the episodes and their outcomes so far. A task can have
+    several episodes (a retry after a backend fault, a replay's attempts), so progress
+    counts tasks: it ends at the round's tasks, and the episodes are said beside it."""
 
     def __init__(
         self,
@@ -67,6 +68,7 @@ class CollectionProgress:
         self._artifact = artifact or ProgressArtifact("round-collection", "episodes collected")
         self._lock = threading.Lock()
         self._outcomes: Counter[str] = Counter()
+        self._tasks_seen: set[str] = set()
         self._said_at = time.monotonic()
         self._said_tenth = 0
 
@@ -77,7 +79,8 @@ class CollectionProgress:
     def __call__(self, trajectory: Trajectory) -> None:
         with self._lock:
             self._outcomes[trajectory.metadata.outcome.value] += 1
-            done = self._outcomes.total()
+            self._tasks_seen.add(trajectory.task.id)
+            done, episodes = len(self._tasks_seen), self._outcomes.total()
             tenth = 10 * done // self.tasks if self.tasks else 10
             now = time.monotonic()
             say = tenth > self._said_tenth or now - self._said_at >= self._every_s
@@ -86,7 +89,9 @@ class CollectionProgress:
                 outcomes = ", ".join(f"{n} {k}" for k, n in sorted(self._outcomes.items()))
         self._artifact(done, self.tasks)
         if say:
-            self._log.info("collected %d of %d episodes (%s)", done, self.tasks, outcomes)
+            self._log.info(
+                "collected %d of %d tasks (%d episodes: %s)", done, self.tasks, episodes, outcomes
+            )
 
 
 class Milestones:
