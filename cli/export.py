@@ -11,12 +11,17 @@ from cli.identifiers import checked
 from cli.output import EXPORT_FORMATS, choices, emit_json, table
 from cli.rounds import JsonFlag, datasets_app
 from contract import DATASET_ID
+from training.settings import LATEST, resolve_dataset
 
 
 @datasets_app.command("export")
 def datasets_export(
     dataset_id: Annotated[
-        str, typer.Argument(help="a dataset version id (ds-...)", callback=checked(DATASET_ID))
+        str,
+        typer.Argument(
+            help="a dataset version id (ds-...), or 'latest'",
+            callback=checked(DATASET_ID, LATEST),
+        ),
     ],
     out: Annotated[
         Path, typer.Option("--out", help="the folder to write: new, empty, or --overwrite")
@@ -65,7 +70,7 @@ def datasets_export(
     with Catalog.open(settings.catalog_path, read_only=True) as catalog:
         report = export_dataset(
             catalog,
-            dataset_id,
+            resolve_dataset(dataset_id, catalog.datasets.latest_id, "DATASET_ID"),
             out,
             cast("ExportFormat", fmt),  # checked against FORMATS above
             overwrite=overwrite,

@@ -11,6 +11,7 @@ import typer
 from cli.identifiers import checked
 from cli.output import emit_json, table
 from contract import DATASET_ID
+from training.settings import LATEST, resolve_dataset
 
 if TYPE_CHECKING:
     from flows.round_stages import RoundSummary
@@ -176,7 +177,11 @@ def datasets_list(as_json: JsonFlag = False) -> None:
 @datasets_app.command("show")
 def datasets_show(
     dataset_id: Annotated[
-        str, typer.Argument(help="a dataset version id (ds-...)", callback=checked(DATASET_ID))
+        str,
+        typer.Argument(
+            help="a dataset version id (ds-...), or 'latest'",
+            callback=checked(DATASET_ID, LATEST),
+        ),
     ],
     as_json: JsonFlag = False,
 ) -> None:
@@ -185,7 +190,8 @@ def datasets_show(
     from storage import Catalog
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
-        summary = catalog.datasets.describe(dataset_id)
+        datasets = catalog.datasets
+        summary = datasets.describe(resolve_dataset(dataset_id, datasets.latest_id, "DATASET_ID"))
     if as_json:
         emit_json(summary)
         return
@@ -200,7 +206,10 @@ def datasets_diff(
     ],
     b: Annotated[
         str,
-        typer.Argument(help="the later dataset version (ds-...)", callback=checked(DATASET_ID)),
+        typer.Argument(
+            help="the later dataset version (ds-...), or 'latest'",
+            callback=checked(DATASET_ID, LATEST),
+        ),
     ],
     as_json: JsonFlag = False,
 ) -> None:
@@ -209,7 +218,8 @@ def datasets_diff(
     from storage import Catalog
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
-        changes = catalog.datasets.diff(a, b)
+        datasets = catalog.datasets
+        changes = datasets.diff(a, resolve_dataset(b, datasets.latest_id, "B"))
     if as_json:
         emit_json(changes)
         return

@@ -91,5 +91,21 @@ def test_an_unknown_dataset_id_names_the_known_ones(tmp_path: Path) -> None:
     _fails(run(tmp_path, "datasets", "show", "ds-nope", "--json"), "ds-nope")
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["datasets", "show", "latest"],
+        ["datasets", "diff", "ds-0f666b5c80a3e5dd9ca6", "latest"],
+        ["datasets", "export", "latest", "--out", "{out}"],
+    ],
+)
+def test_latest_without_a_version_says_to_run_a_round(tmp_path: Path, command: list[str]) -> None:
+    Catalog.open(tmp_path / "catalog.duckdb").close()
+    out = tmp_path / "exported"
+    args = [word.replace("{out}", str(out)) for word in command]
+    _fails(run(tmp_path, *args, "--json"), "no dataset version yet", "run a round first")
+    assert not out.exists()
+
+
 def test_an_unreachable_prefect_api_is_named(tmp_path: Path) -> None:
     _fails(run(tmp_path, "round", "--tasks", "12"), "127.0.0.1:9", "does not answer")

@@ -65,6 +65,7 @@ def test_a_round_freezes_a_dataset_and_shows_on_the_server(
     assert dataset["size"] == counts["in_dataset"]
     assert dataset["round_id"] == out["round_id"] and dataset["human_reviewed"] == 0
     assert sum(dataset["counts"]["difficulty"].values()) == dataset["size"]
+    assert flywheel_json(tmp_path, prefect_api_url, "datasets", "show", "latest") == dataset
 
     [round_row] = flywheel_json(tmp_path, prefect_api_url, "rounds", "list")
     assert round_row["id"] == out["round_id"] and round_row["status"] == "done"
@@ -221,6 +222,7 @@ def test_a_second_round_builds_on_the_first(prefect_api_url: str, tmp_path: Path
     assert second["counts"]["in_dataset"] == len(inherited) + len(new)
     assert changes["members"]["removed"] == []
     assert {a["round_id"] for a in changes["members"]["additions"]} == {second["round_id"]}
+    assert flywheel_json(tmp_path, prefect_api_url, "datasets", "diff", a, "latest") == changes
 
 
 def catalog_trajectories(home: Path, round_id: str) -> list[Any]:
