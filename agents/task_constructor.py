@@ -193,6 +193,8 @@ class ConstructorState(TypedDict, total=False):
     """The pass's draws not built yet (``PROPOSAL_BATCH`` are built at a time)."""
     taken: dict[str, tuple[RejectionReason, str]]
     """Fingerprints the pass's draws must not have (``_taken``), and those it proposed."""
+    llm_down: LLMFailure | None
+    """The LLM endpoint's failure in this pass: its later batches do not ask it."""
     proposals: list[Proposal]
     accepted: list[Accepted]
     repair_of: dict[str, FailureType]
@@ -290,10 +292,10 @@ def make_propose(sandbox: MobileSandbox, llm: JsonLLM | None) -> ConstructorNode
         update: ConstructorState = {}
         picks = state.get("picks") or []
         if picks:
-            taken = state["taken"]
+            taken, down = state["taken"], state.get("llm_down")
         else:
             picks, proposed = draw_pass(state)
-            taken = _taken(state)
+            taken, down = _taken(state), None
             update = {"passes": state.get("passes", 0) + 1, "proposed": proposed}
         proposals: list[Proposal] = []
         for pick in picks[:PROPOSAL_BATCH]:
@@ -306,8 +308,14 @@ def make_propose(sandbox: MobileSandbox, llm: JsonLLM | None) -> ConstructorNode
                 taken.setdefault(proposal.task.fingerprint, _PROPOSED)
             proposals.append(proposal)
         if llm is not None:
-            proposals = reword_all(proposals, llm)
-        return {**update, "proposals": proposals, "picks": picks[PROPOSAL_BATCH:], "taken": taken}
+            proposals, down = reword_all(proposals, llm, down)
+        return {
+            **update,
+            "proposals": proposals,
+            "picks": picks[PROPOSAL_BATCH:],
+            "taken": taken,
+            "llm_down": down,
+        }
 
     return propose
 
@@ -425,14 +433,23 @@ def reword(proposal: Proposal, llm: JsonLLM) -> Proposal | LLMFailure:
     return replace(proposal, task=reworded)
 
 
-def reword_all(proposals: Sequence[Proposal], llm: JsonLLM) -> list[Proposal]:
+class Rewording(NamedTuple):
+    """Proposals after rewording, and the endpoint's failure if it went down (the rest of
+    the pass then asks it nothing)."""
+
+    proposals: list[Proposal]
+    down: LLMFailure | None
+
+
+def reword_all(
+    proposals: Sequence[Proposal], llm: JsonLLM, down: LLMFailure | None = None
+) -> Rewording:
     """Every built proposal in the LLM's wording where it gave a usable one; the others
     keep their template wording (the deterministic path: rewording is optional). Once the
-    endpoint has failed, its retries spent, the rest of the pass keeps template wording
-    without asking it again."""
+    endpoint has failed, its retries spent (here or, ``down``, for an earlier batch of
+    the pass), the rest of the pass keeps template wording without asking it again."""
     out: list[Proposal] = []
     kept: Counter[str] = Counter()
-    down: LLMFailure | None = None
     for proposal in proposals:
         if proposal.task is None:
             out.append(proposal)
@@ -451,7 +468,7 @@ def reword_all(proposals: Sequence[Proposal], llm: JsonLLM) -> list[Proposal]:
             len(proposals),
             reason,
         )
-    return out
+    return Rewording(out, down)
 
 
 def _literals(goal: str) -> list[str]:

@@ -237,9 +237,14 @@ def test_proposals_keep_their_template_wording_when_the_llm_fails(
     retry = RetryPolicy(attempts=2, backoff_s=0.0, max_backoff_s=0.0)
     with ScriptedChatServer(replies) as server:
         llm = OpenAIJsonLLM(make_client(server.base_url, None, 5.0), "fake-llm", retry=retry)
-        out = reword_all(proposals, llm)
+        out, down = reword_all(proposals, llm)
         asked = len(server.requests)
+        later, still_down = reword_all(proposals, llm, down)
+        asked_later = len(server.requests) - asked
     assert asked == 4  # the two failures of the third proposal end the asking
+    assert down is not None and down.endpoint and still_down is down
+    assert asked_later == 0, "a later batch of the pass asked an endpoint that was down"
+    assert [p.task for p in later] == [p.task for p in proposals]
     assert [p.task.goal if p.task else None for p in out] == [
         "Please, " + tasks[0].goal,
         *(t.goal for t in tasks[1:]),
@@ -278,6 +283,26 @@ class SpyStore:
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int:
         self.rejections += rejections
         return len(rejections)
+
+
+def test_an_endpoint_down_in_one_batch_is_not_asked_again_in_the_pass(
+    sandbox: MobileSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked as often as when a pass is one batch: its tries, once a pass."""
+    retry = RetryPolicy(attempts=2, backoff_s=0.0, max_backoff_s=0.0)
+
+    def requests_made(batch: int) -> int:
+        monkeypatch.setattr(task_constructor, "PROPOSAL_BATCH", batch)
+        with ScriptedChatServer([error_reply(500)] * 200) as server:
+            llm = OpenAIJsonLLM(make_client(server.base_url, None, 5.0), "fake-llm", retry=retry)
+            result = construct_tasks("round-down", default_plan(12), 3, sandbox, llm=llm)
+            assert len(result.tasks) == 12
+            assert all(t.source is TaskSource.TEMPLATE for t in result.tasks)
+            return len(server.requests)
+
+    whole = requests_made(1000)
+    assert whole % retry.attempts == 0 and whole >= retry.attempts
+    assert requests_made(3) == whole, "a later batch of a pass asked the endpoint again"
 
 
 def test_accepted_tasks_are_stored_a_bounded_batch_to_a_write(
