@@ -49,7 +49,7 @@ from flows.round_config import RoundConfig
 from flows.settings import FlywheelSettings, PolicyName, catalog_path
 from human_gate import GateItem, GateUnavailableError, HumanGate, final_decisions
 from human_gate.auto import review_of_curation
-from storage import Catalog, TaskStore
+from storage import Catalog, ReviewStore, TaskStore
 from storage.locations import Location, join, parent_of
 from storage.round_facts import EpisodeFacts
 from storage.shards import (
@@ -362,55 +362,56 @@ def gate(
     again and waited for (up to ``wait_s``): the stage never holds more than a batch and
     the undecided items (the gate's submissions are idempotent)."""
 
-    def store(reviews: Sequence[Review]) -> None:
-        with Catalog.open(catalog_path(home)) as catalog:
-            catalog.reviews.add(reviews)
-
-    def sync(curations: Sequence[CurationRecord], wait: float) -> tuple[str, ...]:
-        with Catalog.open(catalog_path(home), read_only=True) as catalog:
-            ids = [c.trajectory_id for c in curations]
-            trajectories = catalog.trajectories.by_ids(ids, verify_ids=False)  # written here
-        items = gate_items(trajectories, curations)
-        return sync_until(
-            human_gate,
-            round_id,
-            items,
-            store,
-            wait_s=wait,
-            poll_s=poll_s,
-            max_poll_s=max_poll_s,
-            log=log,
-        ).pending
-
     def for_people(curation: CurationRecord) -> bool:
         return human_gate.asks_people and curation.routing is Routing.NEEDS_HUMAN
 
-    pending: list[str] = []
-    for kept in kept_batches(home, round_id):
-        store([review_of_curation(round_id, c) for c in kept if not for_people(c)])
-        asked = [c for c in kept if for_people(c)]
-        if asked:
-            pending += sync(asked, 0.0)
-    if pending and wait_s > 0:
-        waiting = set(pending)
-        undecided = [
-            c for kept in kept_batches(home, round_id) for c in kept if c.trajectory_id in waiting
-        ]
-        pending = list(sync(undecided, wait_s))
-    carried_in = take_up_carried(home, round_id, human_gate, store, log)
+    # One Catalog for the stage: it holds no connection between operations (so none
+    # while people are waited for), and each operation does not check the schema again.
     with Catalog.open(catalog_path(home)) as catalog:
+
+        def sync(curations: Sequence[CurationRecord], wait: float) -> tuple[str, ...]:
+            ids = [c.trajectory_id for c in curations]
+            trajectories = catalog.trajectories.by_ids(ids, verify_ids=False)  # written here
+            return sync_until(
+                human_gate,
+                round_id,
+                gate_items(trajectories, curations),
+                catalog.reviews.add,
+                wait_s=wait,
+                poll_s=poll_s,
+                max_poll_s=max_poll_s,
+                log=log,
+            ).pending
+
+        pending: list[str] = []
+        for kept in kept_batches(catalog.reviews, round_id):
+            catalog.reviews.add(
+                [review_of_curation(round_id, c) for c in kept if not for_people(c)]
+            )
+            asked = [c for c in kept if for_people(c)]
+            if asked:
+                pending += sync(asked, 0.0)
+        if pending and wait_s > 0:
+            waiting = set(pending)
+            undecided = [
+                c
+                for kept in kept_batches(catalog.reviews, round_id)
+                for c in kept
+                if c.trajectory_id in waiting
+            ]
+            pending = list(sync(undecided, wait_s))
+        carried_in = take_up_carried(home, round_id, human_gate, catalog.reviews.add, log)
         catalog.reviews.carry_over(round_id, human_gate.name, pending)
     if pending:
         log(f"{len(pending)} item(s) undecided: carried over to the next round")
     return GateOutcome(tuple(carried_in))
 
 
-def kept_batches(home: Path, round_id: str) -> Iterator[list[CurationRecord]]:
+def kept_batches(reviews: ReviewStore, round_id: str) -> Iterator[list[CurationRecord]]:
     """The round's kept curations, ``GATE_BATCH`` at a time, in trajectory id order."""
     after: str | None = None
     while True:
-        with Catalog.open(catalog_path(home), read_only=True) as catalog:
-            kept = catalog.reviews.kept_curations(round_id, after=after, limit=GATE_BATCH)
+        kept = reviews.kept_curations(round_id, after=after, limit=GATE_BATCH)
         if not kept:
             return
         yield kept
@@ -421,7 +422,7 @@ def take_up_carried(
     home: Path,
     round_id: str,
     human_gate: HumanGate,
-    store: Callable[[Sequence[Review]], None],
+    store: Callable[[Sequence[Review]], object],
     log: Callable[[str], None] = lambda _: None,
 ) -> list[str]:
     """Ask ``human_gate`` once more about the items earlier rounds carried over to it
