@@ -80,19 +80,6 @@ class RowSpans:
     verdicts: tuple[int, int]
     steps: tuple[int, int]
 
-    def params(self) -> dict[str, int]:
-        """The spans as the queries' parameters."""
-        return {
-            "t0": self.trajectories[0],
-            "t1": self.trajectories[1],
-            "k0": self.tasks[0],
-            "k1": self.tasks[1],
-            "v0": self.verdicts[0],
-            "v1": self.verdicts[1],
-            "s0": self.steps[0],
-            "s1": self.steps[1],
-        }
-
 
 EVERYWHERE = RowSpans((0, EVERY_ROW), (0, EVERY_ROW), (0, EVERY_ROW), (0, EVERY_ROW))
 """Spans that narrow nothing."""
@@ -122,10 +109,11 @@ def curation_columns(
 
 
 def _read(con: duckdb.DuckDBPyConnection, spans: RowSpans) -> CurationColumns:
-    params = spans.params()
-    steps_params = {"s0": params.pop("s0"), "s1": params.pop("s1")}
-    trajectories = con.sql(TRAJECTORY_QUERY, params=params).to_arrow_table()
-    steps = con.sql(STEP_QUERY, params=steps_params).to_arrow_table()
+    (t0, t1), (k0, k1), (v0, v1) = spans.trajectories, spans.tasks, spans.verdicts
+    bounds = {"t0": t0, "t1": t1, "k0": k0, "k1": k1, "v0": v0, "v1": v1}
+    s0, s1 = spans.steps
+    trajectories = con.sql(TRAJECTORY_QUERY, params=bounds).to_arrow_table()
+    steps = con.sql(STEP_QUERY, params={"s0": s0, "s1": s1}).to_arrow_table()
     return CurationColumns(trajectories=trajectories, steps=steps)
 
 
