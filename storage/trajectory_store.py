@@ -12,7 +12,7 @@ import pyarrow as pa
 from contract import TRUSTED_IDS, TaskSpec, Trajectory
 from storage import ingest, round_facts
 from storage.bulk import gc_paused
-from storage.connection import CatalogFile, transaction
+from storage.connection import CatalogFile
 from storage.curation_columns import (
     EVERYWHERE,
     CurationColumns,
@@ -42,10 +42,9 @@ class DuckDBTrajectoryStore:
         found = ingest.resolve_shards(paths)
         if not found:
             return report
-        with self._file.writable() as con:
-            for shards in ingest.transactions(found, ingest.TRANSACTION_TRAJECTORIES):
-                with transaction(con):
-                    report += ingest.ingest(con, shards)
+        for shards in ingest.transactions(found, ingest.TRANSACTION_TRAJECTORIES):
+            with self._file.write() as con:
+                report += ingest.ingest(con, shards)
         return report
 
     def of_round(self, round_id: str, *, verify_ids: bool = True) -> list[Trajectory]:
