@@ -27,19 +27,30 @@ import pyarrow.compute as pc
 from storage.sql import ids_table, registered
 
 TRAJECTORY_QUERY = """
+WITH tw AS (
+    SELECT t.id, t.task_id, t.outcome, t.failure_attribution, t.n_steps, t.cost
+    FROM trajectories t JOIN _wanted w ON w.id = t.id
+    WHERE t.rowid BETWEEN $t0 AND $t1
+), kw AS (
+    SELECT k.id, k.fingerprint,
+           json_extract(k.spec, '$.verifier.checks') AS verifier_checks,
+           json_extract_string(k.spec, '$.reference_plan[*].kind') AS reference_kinds
+    FROM tasks k
+    WHERE k.rowid BETWEEN $k0 AND $k1 AND k.id IN (SELECT task_id FROM tw)
+)
 SELECT t.id, t.task_id, k.fingerprint, t.outcome, t.failure_attribution, t.n_steps,
        CAST(json_extract(t.cost, '$.steps') AS INTEGER) AS cost_steps,
-       json_extract(k.spec, '$.verifier.checks') AS verifier_checks,
-       json_extract_string(k.spec, '$.reference_plan[*].kind') AS reference_kinds,
+       k.verifier_checks, k.reference_kinds,
        v.passed, v.score, v.progress, v.checks
-FROM trajectories t
-JOIN _wanted w ON w.id = t.id
-JOIN tasks k ON k.id = t.task_id
+FROM tw t
+JOIN kw k ON k.id = t.task_id
 JOIN verdicts v ON v.trajectory_id = t.id
-WHERE t.rowid BETWEEN $t0 AND $t1 AND k.rowid BETWEEN $k0 AND $k1
-  AND v.rowid BETWEEN $v0 AND $v1
+WHERE v.rowid BETWEEN $v0 AND $v1
 ORDER BY t.id
 """
+"""The tasks' JSON is parsed in ``kw``, for the partition's tasks alone, before the join:
+joined first, every spec in the span was carried whole into the join (a 5,000-trajectory
+partition of a 17,689-task round: 0.18 GB of query memory, against 0.07 GB)."""
 
 STEP_QUERY = """
 SELECT s.trajectory_id, s.idx, s.action, s.action_kind, s.target, s.error_kind,
