@@ -79,8 +79,16 @@ class CurationRecord(Record):
     judge: JsonValue = Field(default=None, description="the LLM judge's answer, when asked")
 
 
+CONSENSUS_REVIEWER_PREFIX = "consensus:"
+"""Reviewer names of reviews that resolve several annotators (``consensus:<rule>``)."""
+APPROVING = frozenset({ReviewDecision.APPROVE, ReviewDecision.CORRECT})
+"""Decisions that let a trajectory into a dataset (a correction with its steps masked)."""
+
+
 class Review(IdentifiedRecord):
-    """A gate decision on a trajectory, by a person or automatically."""
+    """A gate decision on a trajectory, by a person or automatically. The one that counts
+    for a trajectory (``human_gate.final_decisions``): a consensus over a person's over an
+    automatic review, the later recorded among equals."""
 
     id_prefix: ClassVar[str] = "rev"
 

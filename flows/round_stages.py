@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +28,7 @@ from contract import (
     DatasetVersion,
     GenerationPlan,
     MixTarget,
-    Outcome,
     Review,
-    ReviewDecision,
     Routing,
     Split,
     TaskSpec,
@@ -47,11 +44,11 @@ from flows.gates import sync_until
 from flows.policies import build_policy
 from flows.round_config import RoundConfig
 from flows.settings import FlywheelSettings, PolicyName, catalog_path
-from human_gate import GateItem, GateUnavailableError, HumanGate, final_decisions
+from human_gate import GateItem, GateUnavailableError, HumanGate
 from human_gate.auto import review_of_curation
 from storage import Catalog, ReviewStore, TaskStore
 from storage.locations import Location, join, parent_of
-from storage.round_facts import EpisodeFacts
+from storage.round_facts import CapabilityTally
 from storage.shards import (
     list_shards,
     read_trajectory_shard,
@@ -62,7 +59,6 @@ from storage.task_manifests import MANIFEST_SUFFIX, read_task_manifest, write_ta
 
 STAGES = ("construct", "collect", "curate", "gate", "balance")
 BackendName = Literal["sandbox", "device"]
-APPROVED = frozenset({ReviewDecision.APPROVE, ReviewDecision.CORRECT})
 GATE_BATCH = 2_000
 """Kept items the gate stage reads and sends at a time."""
 SPEC_BATCH = 2_000
@@ -628,48 +624,42 @@ def summarize(
     *,
     recollected: int = 0,
 ) -> RoundSummary:
-    """Counts per stage and per capability, read from the catalog; marks the round done."""
+    """Counts per stage and per capability, made by the catalog; marks the round done."""
     with Catalog.open(catalog_path(home)) as catalog:
-        kept = {c.trajectory_id for c in catalog.reviews.curations_of_round(round_id) if c.kept}
-        reviews = catalog.reviews.of_round(round_id)
-        reviews += catalog.reviews.of_trajectories(list(carried_in))
-        decisions = {t: r for t, r in final_decisions(reviews).items() if t in kept}
-        approved = {t for t, r in decisions.items() if r.decision in APPROVED}
-        carried = final_decisions(r for r in reviews if r.trajectory_id not in kept)
-        episodes = catalog.trajectories.episode_facts(round_id)
-        tasks = catalog.tasks.capabilities_of_round(round_id)
-        rejected_tasks = len(catalog.tasks.rejections_of_round(round_id))
         dataset_id = _dataset_of(catalog, round_id)
-        members = (
-            {m.trajectory_id for m in catalog.datasets.get(dataset_id).members}
-            if dataset_id
-            else set()
-        )
+        tally = catalog.rounds.tally(round_id, carried_in, dataset_id)
         approval = _approval_of_round(catalog, round_id, dataset_id)
         counts = {
-            "constructed": len(tasks),
+            "constructed": tally.constructed,
             "recollected": recollected,
-            "rejected_tasks": rejected_tasks,
-            "collected": len(episodes),
-            "backend_errors": sum(e.outcome == Outcome.BACKEND_ERROR.value for e in episodes),
-            "curated": len(kept),
-            "approved": len(approved),
-            "rejected": len(decisions) - len(approved),
-            "pending": len(kept) - len(decisions),
+            "rejected_tasks": tally.rejected_tasks,
+            "collected": tally.collected,
+            "backend_errors": tally.backend_errors,
+            "curated": tally.curated,
+            "approved": tally.approved,
+            "rejected": tally.rejected,
+            "pending": tally.pending,
             "carried_in": len(carried_in),
-            "carried_in_approved": sum(r.decision in APPROVED for r in carried.values()),
-            "in_dataset": len(members),
+            "carried_in_approved": tally.carried_in_approved,
+            "in_dataset": tally.in_dataset,
         }
         catalog.rounds.finish(
             round_id, dataset_id=dataset_id, counts=counts, flow_run_id=flow_run_id
         )
+    nothing = CapabilityTally(0, 0, 0, 0, 0)
     return RoundSummary(
         round_id=round_id,
         flow_run_id=flow_run_id,
         dataset_version=dataset_id,
         approval=approval,
         counts=counts,
-        capabilities=_capability_rows(tasks, episodes, approved, members),
+        capabilities=[
+            CapabilityRow(
+                capability=capability.value,
+                **tally.capabilities.get(capability.value, nothing)._asdict(),
+            )
+            for capability in Capability
+        ],
     )
 
 
@@ -692,26 +682,3 @@ def _dataset_of(catalog: Catalog, round_id: str) -> str | None:
         if summary.round_id == round_id:
             return summary.id
     return None
-
-
-def _capability_rows(
-    tasks: Sequence[Sequence[str]],
-    episodes: Sequence[EpisodeFacts],
-    approved: set[str],
-    members: set[str],
-) -> list[CapabilityRow]:
-    task_count = Counter(c for capabilities in tasks for c in capabilities)
-    rows = []
-    for capability in Capability:
-        mine = [e for e in episodes if capability.value in e.capabilities]
-        rows.append(
-            CapabilityRow(
-                capability=capability.value,
-                tasks=task_count[capability.value],
-                trajectories=len(mine),
-                successes=sum(e.outcome == Outcome.SUCCESS.value for e in mine),
-                approved=sum(e.id in approved for e in mine),
-                in_dataset=sum(e.id in members for e in mine),
-            )
-        )
-    return rows

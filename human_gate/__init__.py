@@ -6,9 +6,9 @@ decided stay pending: a gate never approves silently.
 """
 
 from contract import InvalidInputError
+from contract.curation import CONSENSUS_REVIEWER_PREFIX
 from human_gate.auto import AUTO_REVIEWER, AutoGate, auto_review
 from human_gate.base import (
-    CONSENSUS_REVIEWER_PREFIX,
     GateError,
     GateItem,
     GateResult,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from contract import CurationRecord, FlywheelError, InvalidInputError, Review, Trajectory
+from contract.curation import CONSENSUS_REVIEWER_PREFIX
 
 
 class GateError(FlywheelError):
@@ -66,10 +67,6 @@ class HumanGate(Protocol):
     def collect(self, round_id: str, items: Sequence[GateItem]) -> GateResult:
         """Decisions on ``items`` so far; undecided ones are pending, never approved."""
         ...
-
-
-CONSENSUS_REVIEWER_PREFIX = "consensus:"
-"""Reviewer names of reviews that resolve several annotators (``consensus:<rule>``)."""
 
 
 def is_consensus(review: Review) -> bool:

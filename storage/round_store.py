@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC
 from typing import Any
 
@@ -10,6 +10,7 @@ import orjson
 
 from storage.connection import CatalogFile
 from storage.errors import UnknownIdError
+from storage.round_facts import RoundTally, round_tally
 from storage.rows import json_text
 from storage.sql import dicts, now, recent_ids, scalar, utc
 from storage.stores import RoundInfo
@@ -61,6 +62,10 @@ class DuckDBRoundStore:
         with self._file.read() as con:
             rows = dicts(con, "SELECT * FROM rounds ORDER BY started_at, id")
         return [_round_info(row) for row in rows]
+
+    def tally(self, round_id: str, carried_in: Sequence[str], dataset_id: str | None) -> RoundTally:
+        with self._file.read() as con:
+            return round_tally(con, round_id, carried_in, dataset_id)
 
     def _update(self, round_id: str, assignments: str, params: list[Any]) -> None:
         with self._file.write() as con:

@@ -37,7 +37,7 @@ from storage.export_columns import ExportColumns
 from storage.feedback import FeedbackSummary
 from storage.ingest import IngestReport
 from storage.locations import Location
-from storage.round_facts import EpisodeFacts
+from storage.round_facts import EpisodeFacts, RoundTally
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,12 @@ class RoundStore(Protocol):
 
     def every(self) -> list[RoundInfo]:
         """Every round, oldest first."""
+        ...
+
+    def tally(self, round_id: str, carried_in: Sequence[str], dataset_id: str | None) -> RoundTally:
+        """The counts of a round's summary, made by the catalog (``round_facts``):
+        ``carried_in`` are the items it took up from earlier rounds, ``dataset_id`` the
+        version it froze. Reads no record: its cost does not grow with the round."""
         ...
 
 

@@ -44,10 +44,10 @@ from label_studio_sdk.core.api_error import ApiError
 from label_studio_sdk.core.request_options import RequestOptions
 
 from contract import InvalidInputError, RetryPolicy, Review, ReviewDecision, Routing
+from contract.curation import CONSENSUS_REVIEWER_PREFIX
 from contract.retry import LABEL_STUDIO_RETRY
 from human_gate.auto import auto_review
 from human_gate.base import (
-    CONSENSUS_REVIEWER_PREFIX,
     GateError,
     GateItem,
     GateResult,
