@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
+import orjson
+import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
 from contract import Trajectory
 from curation.balance import Candidate
 from storage import Catalog, UnknownIdError
-from tests.storage.builders import ROUND
+from storage.sql import shared_rows
+from storage.trajectory_store import COLLATERAL_CHECK_TEXT
+from tests.storage.builders import ROUND, write_shards
 
 
 def test_trajectories_come_back_exact_in_the_order_asked(
@@ -93,3 +99,39 @@ def test_member_tasks_read_each_trajectorys_task_columns_in_order(
     ]
     with pytest.raises(UnknownIdError, match="traj-nope"):
         ingested.trajectories.member_tasks([round_trajectories[0].id, "traj-nope"])
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "round-before-collateral.jsonl"
+
+
+def test_the_trajectories_without_a_collateral_check_are_those_stored_before_it(
+    ingested: Catalog, round_trajectories: list[Trajectory], tmp_path: Path
+) -> None:
+    old = [Trajectory.from_json(line) for line in FIXTURE.read_bytes().splitlines()]
+    write_shards(old, tmp_path / "old")
+    ingested.trajectories.ingest([tmp_path / "old"])
+    new = [t.id for t in round_trajectories[:6]]
+    asked = [new[0], old[3].id, *new[1:], old[0].id, old[5].id]
+
+    assert ingested.trajectories.without_collateral_check(asked) == [
+        old[3].id,
+        old[0].id,
+        old[5].id,
+    ]
+    assert ingested.trajectories.without_collateral_check([]) == []
+
+
+def test_the_check_is_found_as_text_that_no_string_value_can_contain() -> None:
+    """The search for the check's text cannot be fooled by a goal that quotes it."""
+    quoting = orjson.dumps({"goal": COLLATERAL_CHECK_TEXT, "note": f"x{COLLATERAL_CHECK_TEXT}"})
+    assert COLLATERAL_CHECK_TEXT.encode() not in quoting
+    assert COLLATERAL_CHECK_TEXT.encode() in orjson.dumps({"kind": "no_collateral"})
+
+
+def test_shared_rows_share_equal_values_except_in_distinct_columns() -> None:
+    table = pa.table({"id": ["a-1", "a-2", "a-3"], "kind": ["tap", "tap", "type"]})
+    rows = shared_rows(table, ["id"])
+
+    assert rows == table.to_pylist()
+    assert rows[0]["kind"] is rows[1]["kind"]
+    assert rows[0]["kind"] is not rows[2]["kind"]
