@@ -151,15 +151,15 @@ class Construction(NamedTuple):
 
 
 class Accepted(NamedTuple):
-    """An accepted task as construction holds it until it is stored: what the later
-    passes read of it (id, fingerprint, the quota slot it fills) and its spec as
-    compressed canonical JSON (a fortieth of the memory of the spec object: a large
-    round's construction holds thousands)."""
+    """An accepted task as construction holds it: what the later passes read of it (id,
+    fingerprint, the quota slot it fills) and, until it is stored, its spec as compressed
+    canonical JSON (a fortieth of the memory of the spec object). With a store, a
+    batch's tasks are stored as the batch is filed and keep no spec after."""
 
     id: str
     fingerprint: str
     slot: Slot
-    spec: bytes
+    spec: bytes | None
 
     @classmethod
     def of(cls, task: TaskSpec, slot: Slot) -> Accepted:
@@ -167,8 +167,14 @@ class Accepted(NamedTuple):
 
     def task(self) -> TaskSpec:
         """The spec again (its id is not recomputed: it was written from the spec)."""
+        if self.spec is None:
+            raise ValueError(f"{self.id} was stored: read it from the store")
         spec = zlib.decompress(self.spec)
         return TaskSpec.model_validate_json(spec, context={TRUSTED_IDS: True})
+
+    def stored(self) -> Accepted:
+        """This task without its spec, which the store now holds."""
+        return self._replace(spec=None)
 
 
 class ConstructorState(TypedDict, total=False):
@@ -667,31 +673,23 @@ def replan(state: ConstructorState) -> ConstructorState:
     return {**update, "plan": plan, "exhausted": frozenset(exhausted)}
 
 
-def make_file_rejections(store: TaskSink | None) -> ConstructorNode:
-    def file_rejections(state: ConstructorState) -> ConstructorState:
-        """Store this pass's rejections and let them go (idempotent by id; a record of
-        what was refused, so storing it before the tasks are is harmless)."""
+def make_file_batch(store: TaskSink | None) -> ConstructorNode:
+    def file_batch(state: ConstructorState) -> ConstructorState:
+        """Store the batch's rejections, then its accepted tasks ``RECORD_BATCH`` to a
+        write, and let their specs go (idempotent by id: a construction stopped half-way
+        leaves some stored, and running it again constructs the same tasks, since it
+        compares with other rounds' tasks, not its own, and adds the rest). Without a
+        store the specs stay: they are the construction's result."""
         if store is None:
             return {}
         store.add_rejections(state.get("rejected", []))
-        return {"rejected": []}
+        accepted = state.get("accepted", [])
+        unstored = (a.task() for a in accepted if a.spec is not None)
+        for batch in chunked(unstored, RECORD_BATCH):
+            store.add(state["round_id"], batch)
+        return {"rejected": [], "accepted": [a if a.spec is None else a.stored() for a in accepted]}
 
-    return file_rejections
-
-
-def make_record(store: TaskSink | None) -> ConstructorNode:
-    def record(state: ConstructorState) -> ConstructorState:
-        """Store the accepted tasks, ``RECORD_BATCH`` to a write (idempotent by id): a
-        construction stopped half-way may leave some stored, and running it again
-        constructs the same tasks (it compares with other rounds' tasks, not its own)
-        and adds the rest."""
-        if store is not None:
-            tasks = (a.task() for a in state.get("accepted", []))
-            for batch in chunked(tasks, RECORD_BATCH):
-                store.add(state["round_id"], batch)
-        return {}
-
-    return record
+    return file_batch
 
 
 def rest_of_pass(state: ConstructorState) -> str:
@@ -713,20 +711,18 @@ def build_task_constructor_graph(
         open_slots = set(shortfall(state["plan"], state.get("accepted", [])))
         open_slots -= state.get("exhausted", frozenset())
         done = not open_slots or state.get("passes", 0) >= max_passes
-        return "record" if done else "propose"
+        return END if done else "propose"
 
     graph = StateGraph(ConstructorState)
     graph.add_node("propose", make_propose(sandbox, llm))
     graph.add_node("validate", make_validate(sandbox, near_duplicate_threshold))
-    graph.add_node("file_rejections", make_file_rejections(store))
+    graph.add_node("file_batch", make_file_batch(store))
     graph.add_node("replan", replan)
-    graph.add_node("record", make_record(store))
     graph.add_edge(START, "propose")
     graph.add_edge("propose", "validate")
-    graph.add_edge("validate", "file_rejections")
-    graph.add_conditional_edges("file_rejections", rest_of_pass, ["propose", "replan"])
-    graph.add_conditional_edges("replan", more_needed, ["propose", "record"])
-    graph.add_edge("record", END)
+    graph.add_edge("validate", "file_batch")
+    graph.add_conditional_edges("file_batch", rest_of_pass, ["propose", "replan"])
+    graph.add_conditional_edges("replan", more_needed, ["propose", END])
     return graph.compile(name="task-constructor")
 
 
@@ -745,9 +741,9 @@ def construct_tasks(
     max_passes: int = 12,
 ) -> Construction:
     """Run the graph once. Without a ``store`` the accepted tasks and the rejections
-    come back; with one they are stored (rejections pass by pass, the tasks all at once
-    at the end) and the construction holds none of them as objects, so its memory stays
-    small for a large plan.
+    come back; with one they are stored batch by batch as they are decided, and the
+    construction keeps of a stored task only its id, fingerprint and slot, so its memory
+    stays small for a large plan.
 
     ``stored_tasks``: the catalog's tasks the plan's replays and preservation set name;
     they come back in ``recollect``. A development task among them (by split or in

@@ -313,8 +313,40 @@ def test_accepted_tasks_are_stored_a_bounded_batch_to_a_write(
 
     construct_tasks("round-batches", default_plan(12), 3, sandbox, store=store)
 
-    assert store.writes == [5, 5, 2]
-    assert len({t.id for t in store.tasks}) == 12
+    assert store.writes[:2] == [5, 5] and max(store.writes) <= 5
+    assert sum(store.writes) == len({t.id for t in store.tasks}) == 12
+
+
+def test_each_batch_is_stored_as_it_is_decided_and_its_specs_let_go(
+    sandbox: MobileSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = default_plan(40)
+    whole = construct_tasks("round-s", plan, 5, sandbox, max_passes=6)
+    monkeypatch.setattr(task_constructor, "PROPOSAL_BATCH", 9)
+    store = SpyStore()
+    held: list[tuple[int, int]] = []
+    real_propose = task_constructor.make_propose
+
+    def watching_propose(sb: MobileSandbox, llm: object) -> task_constructor.ConstructorNode:
+        propose = real_propose(sb, llm)  # type: ignore[arg-type]
+
+        def node(state: ConstructorState) -> ConstructorState:
+            accepted = state.get("accepted", [])
+            held.append((len(store.tasks), sum(a.spec is not None for a in accepted)))
+            assert [t.id for t in store.tasks] == [a.id for a in accepted]
+            return propose(state)
+
+        return node
+
+    monkeypatch.setattr(task_constructor, "make_propose", watching_propose)
+    stored = construct_tasks("round-s", plan, 5, sandbox, store=store, max_passes=6)
+
+    assert stored.tasks == [] and stored.plan == whole.plan
+    assert sorted(store.tasks, key=lambda t: t.id) == whole.tasks
+    assert len([n for n in store.writes if n]) > 2, "stored only at the end"
+    assert max(store.writes) <= 9
+    assert all(specs == 0 for _, specs in held), "a stored task kept its spec"
+    assert sorted(r.id for r in store.rejections) == sorted(r.id for r in whole.rejected)
 
 
 def test_a_pass_builds_its_draws_a_bounded_batch_at_a_time_with_the_same_outcome(
