@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import pytest
 from pydantic import JsonValue
@@ -305,6 +305,24 @@ def test_an_endpoint_down_in_one_batch_is_not_asked_again_in_the_pass(
     assert requests_made(3) == whole, "a later batch of a pass asked the endpoint again"
 
 
+def _watch_node(
+    monkeypatch: pytest.MonkeyPatch, maker: str, see: Callable[[ConstructorState], object]
+) -> None:
+    """Have the node that ``task_constructor.<maker>`` builds show ``see`` each state."""
+    real = getattr(task_constructor, maker)
+
+    def make(*args: object) -> task_constructor.ConstructorNode:
+        node = real(*args)
+
+        def watched(state: ConstructorState) -> ConstructorState:
+            see(state)
+            return node(state)  # type: ignore[no-any-return]
+
+        return watched
+
+    monkeypatch.setattr(task_constructor, maker, make)
+
+
 def test_accepted_tasks_are_stored_a_bounded_batch_to_a_write(
     sandbox: MobileSandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -324,28 +342,21 @@ def test_each_batch_is_stored_as_it_is_decided_and_its_specs_let_go(
     whole = construct_tasks("round-s", plan, 5, sandbox, max_passes=6)
     monkeypatch.setattr(task_constructor, "PROPOSAL_BATCH", 9)
     store = SpyStore()
-    held: list[tuple[int, int]] = []
-    real_propose = task_constructor.make_propose
+    specs_held: list[int] = []
 
-    def watching_propose(sb: MobileSandbox, llm: object) -> task_constructor.ConstructorNode:
-        propose = real_propose(sb, llm)  # type: ignore[arg-type]
+    def see(state: ConstructorState) -> None:
+        accepted = state.get("accepted", [])
+        specs_held.append(sum(a.spec is not None for a in accepted))
+        assert [t.id for t in store.tasks] == [a.id for a in accepted]
 
-        def node(state: ConstructorState) -> ConstructorState:
-            accepted = state.get("accepted", [])
-            held.append((len(store.tasks), sum(a.spec is not None for a in accepted)))
-            assert [t.id for t in store.tasks] == [a.id for a in accepted]
-            return propose(state)
-
-        return node
-
-    monkeypatch.setattr(task_constructor, "make_propose", watching_propose)
+    _watch_node(monkeypatch, "make_propose", see)
     stored = construct_tasks("round-s", plan, 5, sandbox, store=store, max_passes=6)
 
     assert stored.tasks == [] and stored.plan == whole.plan
     assert sorted(store.tasks, key=lambda t: t.id) == whole.tasks
     assert len([n for n in store.writes if n]) > 2, "stored only at the end"
     assert max(store.writes) <= 9
-    assert all(specs == 0 for _, specs in held), "a stored task kept its spec"
+    assert specs_held and not any(specs_held), "a stored task kept its spec"
     assert sorted(r.id for r in store.rejections) == sorted(r.id for r in whole.rejected)
 
 
@@ -356,18 +367,9 @@ def test_a_pass_builds_its_draws_a_bounded_batch_at_a_time_with_the_same_outcome
     whole = construct_tasks("round-p", plan, 5, sandbox, max_passes=6)
     monkeypatch.setattr(task_constructor, "PROPOSAL_BATCH", 7)
     built_at_once: list[int] = []
-    real_validate = task_constructor.make_validate
-
-    def counting_validate(sb: MobileSandbox, threshold: float) -> task_constructor.ConstructorNode:
-        validate = real_validate(sb, threshold)
-
-        def node(state: ConstructorState) -> ConstructorState:
-            built_at_once.append(len(state.get("proposals", [])))
-            return validate(state)
-
-        return node
-
-    monkeypatch.setattr(task_constructor, "make_validate", counting_validate)
+    _watch_node(
+        monkeypatch, "make_validate", lambda state: built_at_once.append(len(state["proposals"]))
+    )
     batched = construct_tasks("round-p", plan, 5, sandbox, max_passes=6)
 
     assert max(built_at_once) == 7 and len(built_at_once) > 60 // 7
