@@ -142,7 +142,7 @@ class RoundStore(Protocol):
     def tally(self, round_id: str, carried_in: Sequence[str], dataset_id: str | None) -> RoundTally:
         """The counts of a round's summary, made by the catalog (``round_facts``):
         ``carried_in`` are the items it took up from earlier rounds, ``dataset_id`` the
-        version it froze. Reads no record: its cost does not grow with the round."""
+        version it froze. Reads no record: its memory does not grow with the round."""
         ...
 
 

@@ -130,9 +130,8 @@ class DuckDBTrajectoryStore:
                 "WHERE t.id IN (SELECT id FROM _wanted)"
             ).to_arrow_table()
         rows = shared_rows(table, ("trajectory_id", "task_id", "fingerprint"))
-        del table
+        del table  # copied into the rows: its buffers need not live beside them
         by_id = {row["trajectory_id"]: cast("BalanceRow", row) for row in rows}
-        del rows
         return [by_id[i] for i in wanted if i in by_id]
 
     def member_tasks(self, trajectory_ids: Sequence[str]) -> list[MemberTask]:

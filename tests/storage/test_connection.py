@@ -60,7 +60,7 @@ def test_a_file_written_with_duckdbs_default_row_groups_takes_appends(tmp_path: 
         )
 
 
-def test_operations_of_several_threads_share_the_file(file: CatalogFile) -> None:
+def test_operations_of_several_threads_at_once_all_take_effect(file: CatalogFile) -> None:
     with file.write() as con:
         con.execute("CREATE TABLE scratch (thread INTEGER, n INTEGER)")
     errors: list[BaseException] = []
