@@ -1,7 +1,3 @@
 """The ``flywheel`` command."""
 
-import os
-
-# Prefect's SDK reports its first import to Prefect's servers unless told not to, and
-# nothing here reaches beyond this machine; set before any module imports Prefect.
-os.environ.setdefault("DO_NOT_TRACK", "1")
+import flows  # noqa: F401  (first: it sets the process's environment, see flows/__init__)
