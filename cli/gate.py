@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -14,7 +14,9 @@ from cli.output import emit_json, table
 from contract import ROUND_ID
 
 if TYPE_CHECKING:
-    from storage import RoundInfo, RoundStore
+    from flows.settings import FlywheelSettings
+    from human_gate import GateItem
+    from storage import Catalog, RoundInfo, RoundStore
 
 gate_app = typer.Typer(
     rich_markup_mode="markdown", help="The human gate of a round.", no_args_is_help=True
@@ -40,10 +42,10 @@ def gate_status(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
 
 @gate_app.command("sync")
 def gate_sync(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
-    """Pull the annotations of the round now, store them, and print the status."""
+    """Pull the annotations of the round's undecided items now, store them, and print the
+    status (and which dataset version the decisions join)."""
     from cli.prefect import live_prefect_api
     from flows.gates import build_gate
-    from flows.round_stages import gate_items
     from flows.servers import prefect_api
     from flows.settings import load_settings
     from storage import Catalog
@@ -51,21 +53,32 @@ def gate_sync(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
     settings = load_settings()
     with Catalog.open(settings.catalog_path, read_only=True) as catalog:
         info = _round(catalog.rounds, round_id)
-        items = gate_items(
-            catalog.trajectories.of_round(info.id), catalog.reviews.curations_of_round(info.id)
-        )
     # The Label Studio token may live in a Prefect Secret block: then Prefect is asked.
     api = (
         prefect_api(live_prefect_api(settings, announce=False))
         if settings.label_studio.token_block
         else nullcontext()
     )
-    with api:
+    with api, Catalog.open(settings.catalog_path) as catalog:
         gate = build_gate(str(info.config.get("gate", "auto")), settings)
-        result = gate.collect(info.id, items)
-    with Catalog.open(settings.catalog_path) as catalog:
-        catalog.reviews.add(result.reviews)
+        for items in undecided_items(catalog, info.id):
+            catalog.reviews.add(gate.collect(info.id, items).reviews)
     _show(_status(info.id), as_json)
+
+
+def undecided_items(catalog: Catalog, round_id: str) -> Iterator[list[GateItem]]:
+    """The round's kept items without a decision, as gate items, a batch of kept items
+    at a time (``kept_batches``): a large round is never read whole."""
+    from flows.round_stages import gate_items, kept_batches
+    from human_gate import final_decisions
+
+    for kept in kept_batches(catalog.reviews, round_id):
+        ids = [c.trajectory_id for c in kept]
+        decided = final_decisions(catalog.reviews.of_trajectories(ids))
+        open_ = [c for c in kept if c.trajectory_id not in decided]
+        if open_:
+            trajectories = catalog.trajectories.by_ids([c.trajectory_id for c in open_])
+            yield gate_items(trajectories, open_)
 
 
 def _status(round_id: str | None) -> dict[str, Any]:
@@ -74,10 +87,12 @@ def _status(round_id: str | None) -> dict[str, Any]:
     from human_gate import final_decisions
     from storage import Catalog
 
-    with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
+    settings = load_settings()
+    with Catalog.open(settings.catalog_path, read_only=True) as catalog:
         info = _round(catalog.rounds, round_id)
         kept = {c.trajectory_id for c in catalog.reviews.curations_of_round(info.id) if c.kept}
         decisions = final_decisions(catalog.reviews.of_round(info.id))
+        waiting = catalog.reviews.decided_since_carried(info.id)
     counts = Counter(decisions[t].decision for t in kept if t in decisions)
     pending = len(kept - decisions.keys())
     done = info.status == "done"
@@ -89,8 +104,27 @@ def _status(round_id: str | None) -> dict[str, Any]:
         "rejected": counts[ReviewDecision.REJECT],
         "quarantined": counts[ReviewDecision.QUARANTINE],
         "carried_over": pending if done else 0,
+        "waiting_to_join": waiting,
         "human_reviewed": sum(not decisions[t].automatic for t in kept if t in decisions),
+        "workplace": _workplace(settings, str(info.config.get("gate", "auto")), info.id),
     }
+
+
+def _workplace(settings: FlywheelSettings, gate: str, round_id: str) -> dict[str, str] | None:
+    """Where people decide the round's items (``name``, ``url``), why that is not known
+    (``problem``), or None when its gate asks no people."""
+    from flows.gates import workplace_of
+    from human_gate import GateUnavailableError
+
+    if gate == "auto":
+        return None
+    try:
+        where = workplace_of(settings, gate, round_id)
+    except GateUnavailableError as exc:
+        return {"problem": str(exc)}
+    if where is None:
+        return {"problem": "nothing of the round was sent to people"}
+    return {"name": where.name, "url": where.url}
 
 
 def _round(store: RoundStore, round_id: str | None) -> RoundInfo:
@@ -122,11 +156,21 @@ def _show(status: dict[str, Any], as_json: bool) -> None:
         emit_json(status)
         return
     typer.echo(f"Gate of {status['round_id']}")
-    typer.echo(table(("decision", "items"), [(k, v) for k, v in status.items() if k != "round_id"]))
+    rows = [(k, v) for k, v in status.items() if isinstance(v, int)]
+    typer.echo(table(("decision", "items"), rows))
+    where = status["workplace"]
+    if where:
+        place = f"{where['name']}: {where['url']}" if "url" in where else where["problem"]
+        typer.echo(f"\nWhere people decide: {place}")
     if status["carried_over"]:
         typer.echo(
             f"\n{status['carried_over']} item(s) were undecided when the round ended: they are "
             "asked about again in the next round's gate, and what people decide joins that "
-            "round's dataset version (this round's version is frozen). To build one now: "
-            "flywheel round"
+            "round's dataset version (this round's version is frozen)."
+        )
+    if status["waiting_to_join"]:
+        typer.echo(
+            f"\n{status['waiting_to_join']} decision(s) made since the round ended wait to "
+            "join a dataset version: the next round with this gate takes them in. Build it "
+            "now: flywheel round --gate label-studio"
         )

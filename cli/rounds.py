@@ -116,6 +116,8 @@ def _round_text(summary: RoundSummary, run_url: str) -> str:
         "",
         f"Prefect UI (flow run, its tasks, logs and the summary artifacts): {run_url}",
     ]
+    if summary.waiting:
+        lines[3:3] = ["", f"Waiting for people: {summary.waiting.text()}"]
     return "\n".join(lines)
 
 
@@ -185,17 +187,25 @@ def datasets_show(
     ],
     as_json: JsonFlag = False,
 ) -> None:
-    """One dataset version: composition, achieved vs target mix, lineage."""
+    """One dataset version: composition, achieved vs target mix, lineage; and how many
+    decisions people made since, on items carried over, wait to join the next version."""
     from flows.settings import load_settings
     from storage import Catalog
 
     with Catalog.open(load_settings().catalog_path, read_only=True) as catalog:
         datasets = catalog.datasets
         summary = datasets.describe(resolve_dataset(dataset_id, datasets.latest_id, "DATASET_ID"))
+        waiting = catalog.reviews.decided_since_carried()
     if as_json:
-        emit_json(summary)
+        emit_json({**summary, "decisions_waiting_to_join": waiting})
         return
     typer.echo(dataset_text(summary))
+    if waiting:
+        typer.echo(
+            f"\n{waiting} decision(s) made in the gate on items carried over wait to join a "
+            "dataset version (not this one: it is frozen); the next round with their gate "
+            "takes them in. Build it now: flywheel round --gate label-studio"
+        )
 
 
 @datasets_app.command("diff")

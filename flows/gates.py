@@ -14,12 +14,20 @@ from dataclasses import dataclass
 
 from contract import InvalidInputError, Review
 from flows.settings import FlywheelSettings
-from human_gate import GATES, AutoGate, GateItem, GateUnavailableError, HumanGate
+from human_gate import (
+    GATES,
+    AutoGate,
+    GateItem,
+    GateUnavailableError,
+    HumanGate,
+    Workplace,
+)
 
 
-def build_gate(name: str, settings: FlywheelSettings) -> HumanGate:
-    """The gate called ``name``: ``auto``, or ``label-studio`` (started when local; then it
-    also serves the artifact store to the review page)."""
+def build_gate(name: str, settings: FlywheelSettings, *, start: bool = True) -> HumanGate:
+    """The gate called ``name``: ``auto``, or ``label-studio`` (the local server started
+    when ``start``, else one not running raises ServerError; it also serves the artifact
+    store to the review page)."""
     if name == "auto":
         return AutoGate()
     if name == "label-studio":
@@ -31,7 +39,7 @@ def build_gate(name: str, settings: FlywheelSettings) -> HumanGate:
             consensus_rule,
         )
 
-        access = label_studio_credentials(settings.home, settings.label_studio)
+        access = label_studio_credentials(settings.home, settings.label_studio, start=start)
         config = LabelStudioGateConfig(
             project_prefix=settings.gate.project_prefix,
             rule=consensus_rule(settings.gate.consensus),
@@ -43,6 +51,18 @@ def build_gate(name: str, settings: FlywheelSettings) -> HumanGate:
         )
         return LabelStudioGate.connect(access.url, access.token, config)
     raise InvalidInputError("gate", f"unknown gate {name!r}", GATES)
+
+
+def workplace_of(settings: FlywheelSettings, gate_name: str, round_id: str) -> Workplace | None:
+    """Where people decide ``round_id``'s items: None when its gate asks no people or
+    nothing of the round reached them. Nothing is started to find out: a Label Studio
+    that is not running or does not answer raises GateUnavailableError saying so."""
+    from flows.servers import ServerError
+
+    try:
+        return build_gate(gate_name, settings, start=False).workplace(round_id)
+    except ServerError as exc:
+        raise GateUnavailableError(str(exc)) from exc
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from flows.approval import Proposal, request_approval
 from flows.curation_stage import curate_round
 from flows.devices import require_a_ready_device
 from flows.execution import partition_spread, round_task_runner, shares_memory
-from flows.gates import build_gate
+from flows.gates import build_gate, workplace_of
 from flows.planning import next_plan
 from flows.progress import CollectionProgress
 from flows.round_config import RoundConfig, Share, resolve_config
@@ -287,6 +287,10 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
         carried_in = catalog.reviews.settled_ids(round_id)
     recollected = len(stages.recollection(settings.home, config.plan))
     summary = stages.summarize(settings.home, round_id, run_id, carried_in, recollected=recollected)
+    if summary.counts["pending"]:
+        where = partial(workplace_of, settings, config.gate, round_id)
+        waiting = stages.PeopleWaiting.find(summary.counts["pending"], where)
+        summary = summary.model_copy(update={"waiting": waiting})
     publish_summary(summary)
     log.info("round %s done: dataset %s", round_id, summary.dataset_version)
     return summary

@@ -11,6 +11,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,7 +45,7 @@ from flows.gates import sync_until
 from flows.policies import build_policy
 from flows.round_config import RoundConfig
 from flows.settings import FlywheelSettings, PolicyName, catalog_path
-from human_gate import GateItem, GateUnavailableError, HumanGate
+from human_gate import GateItem, GateUnavailableError, HumanGate, Workplace
 from human_gate.auto import review_of_curation
 from storage import Catalog, ReviewStore, TaskStore
 from storage.locations import Location, join, parent_of
@@ -400,6 +401,7 @@ def gate(
         catalog.reviews.carry_over(round_id, human_gate.name, pending)
     if pending:
         log(f"{len(pending)} item(s) undecided: carried over to the next round")
+        log(PeopleWaiting.find(len(pending), partial(human_gate.workplace, round_id)).text())
     return GateOutcome(tuple(carried_in))
 
 
@@ -582,6 +584,48 @@ class CapabilityRow(BaseModel):
     in_dataset: int
 
 
+class PeopleWaiting(BaseModel):
+    """Items a round's gate left to people, and where they decide them."""
+
+    items: int
+    workplace: str | None
+    """What the place is called (a Label Studio project); None: not found."""
+    url: str | None
+    """The link that opens it; None: not found."""
+    problem: str | None = None
+    """Why the place was not found (its server did not answer)."""
+
+    @classmethod
+    def of(cls, items: int, where: Workplace | None, problem: str | None = None) -> PeopleWaiting:
+        return cls(
+            items=items,
+            workplace=where.name if where else None,
+            url=where.url if where else None,
+            problem=problem,
+        )
+
+    @classmethod
+    def find(cls, items: int, lookup: Callable[[], Workplace | None]) -> PeopleWaiting:
+        """``items`` with the place ``lookup`` finds, or why it found none (the gate's
+        service did not answer)."""
+        try:
+            return cls.of(items, lookup())
+        except GateUnavailableError as exc:
+            return cls.of(items, None, str(exc))
+
+    def text(self) -> str:
+        """What a person should read about them, in a sentence or two."""
+        if self.url:
+            place = f"in {self.workplace}: {self.url}"
+        else:
+            place = f"in the gate ({self.problem or 'its place was not found'})"
+        return (
+            f"{self.items} item(s) wait for people {place}. Decide them there, then run "
+            "`flywheel gate sync`: what people approve joins the next round's dataset "
+            "version, not this round's."
+        )
+
+
 class RoundSummary(BaseModel):
     round_id: str
     flow_run_id: str | None
@@ -590,6 +634,8 @@ class RoundSummary(BaseModel):
     """Who decided on the proposed version, how and when (None: nothing was proposed)."""
     counts: dict[str, int]
     capabilities: list[CapabilityRow]
+    waiting: PeopleWaiting | None = None
+    """Items the gate left undecided, carried over (None: none)."""
 
     def markdown(self) -> str:
         lines = [f"# Round `{self.round_id}`", ""]
@@ -599,6 +645,8 @@ class RoundSummary(BaseModel):
                 f"Proposal {self.approval['decision']}d by {self.approval['approver']} "
                 f"at {self.approval['decided_at']}"
             )
+        if self.waiting:
+            lines += ["", f"**Waiting for people.** {self.waiting.text()}"]
         lines += ["", "| stage | count |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in self.counts.items()]
         lines += ["", "| capability | tasks | trajectories | successes | approved | in dataset |"]

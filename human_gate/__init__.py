@@ -14,6 +14,7 @@ from human_gate.base import (
     GateResult,
     GateUnavailableError,
     HumanGate,
+    Workplace,
     final_decisions,
     is_consensus,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "GateResult",
     "GateUnavailableError",
     "HumanGate",
+    "Workplace",
     "auto_review",
     "final_decisions",
     "is_consensus",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from contract import CurationRecord, Review
-from human_gate.base import GateItem, GateResult
+from human_gate.base import GateItem, GateResult, Workplace
 
 AUTO_REVIEWER = "auto"
 
@@ -24,6 +24,10 @@ class AutoGate:
 
     def collect(self, round_id: str, items: Sequence[GateItem]) -> GateResult:
         return GateResult(reviews=tuple(auto_review(round_id, item) for item in items))
+
+    def workplace(self, round_id: str) -> Workplace | None:
+        """None: no person is asked."""
+        return None
 
 
 def auto_review(round_id: str, item: GateItem) -> Review:

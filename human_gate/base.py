@@ -45,6 +45,17 @@ class GateItem:
 
 
 @dataclass(frozen=True)
+class Workplace:
+    """Where people decide a round's items: what it is called and the link that opens it."""
+
+    name: str
+    url: str
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.url})"
+
+
+@dataclass(frozen=True)
 class GateResult:
     """What a collection gave: decisions made, and trajectory ids still waiting."""
 
@@ -66,6 +77,12 @@ class HumanGate(Protocol):
 
     def collect(self, round_id: str, items: Sequence[GateItem]) -> GateResult:
         """Decisions on ``items`` so far; undecided ones are pending, never approved."""
+        ...
+
+    def workplace(self, round_id: str) -> Workplace | None:
+        """Where people decide the round's items; None when this gate asks no people or
+        none of the round's items reached them. Raises GateUnavailableError when the
+        gate's service does not answer."""
         ...
 
 

@@ -70,3 +70,15 @@ def carried_out(con: duckdb.DuckDBPyConnection, round_id: str, *, open_only: boo
     """Items of ``round_id`` carried over (``open_only``: and not settled yet)."""
     settled = " AND settled_in IS NULL" if open_only else ""
     return scalar(con, f"SELECT count(*) FROM carry_over WHERE from_round = ?{settled}", [round_id])
+
+
+def decided_open(con: duckdb.DuckDBPyConnection, round_id: str | None) -> int:
+    """Carried items (of ``round_id``, or of every round) decided since (a review of them
+    is stored: an undecided item gets none) that no later round has settled yet."""
+    of_round = " AND from_round = ?" if round_id is not None else ""
+    return scalar(
+        con,
+        "SELECT count(*) FROM carry_over c WHERE settled_in IS NULL"
+        f"{of_round} AND EXISTS (SELECT 1 FROM reviews r WHERE r.trajectory_id = c.trajectory_id)",
+        [round_id] if round_id is not None else [],
+    )

@@ -125,3 +125,7 @@ class DuckDBReviewStore:
     def carried_out_of(self, round_id: str, *, open_only: bool = False) -> int:
         with self._file.read() as con:
             return carry_over.carried_out(con, round_id, open_only=open_only)
+
+    def decided_since_carried(self, round_id: str | None = None) -> int:
+        with self._file.read() as con:
+            return carry_over.decided_open(con, round_id)

@@ -344,6 +344,12 @@ class ReviewStore(Protocol):
         later round has settled yet)."""
         ...
 
+    def decided_since_carried(self, round_id: str | None = None) -> int:
+        """Items carried over (from ``round_id``, or from any round) and decided since,
+        that no later round has settled yet: they wait to join a dataset version (the
+        next round with their gate takes them in)."""
+        ...
+
 
 class DatasetStore(Protocol):
     """Dataset versions: proposed, decided, frozen (immutable), described and compared."""

@@ -39,7 +39,12 @@ from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
-from label_studio_sdk import AllRolesProjectList, ImportApiRequest, LabelStudio
+from label_studio_sdk import (
+    AllRolesProjectList,
+    ImportApiRequest,
+    LabelStudio,
+    ViewDataRequestRequest,
+)
 from label_studio_sdk.core.api_error import ApiError
 from label_studio_sdk.core.request_options import RequestOptions
 
@@ -52,6 +57,7 @@ from human_gate.base import (
     GateItem,
     GateResult,
     GateUnavailableError,
+    Workplace,
 )
 from human_gate.label_studio.consensus import (
     AgreementReport,
@@ -65,6 +71,8 @@ from human_gate.label_studio.consensus import (
 from human_gate.label_studio.labeling import LABEL_CONFIG
 from human_gate.label_studio.view import (
     CURATOR_VERSION,
+    HIDDEN_FIELDS,
+    REVIEW_ORDER,
     AnnotationValues,
     ArtifactUrl,
     parse_annotation,
@@ -77,6 +85,18 @@ log = logging.getLogger(__name__)
 
 TRAJECTORY_KEY = "trajectory_id"
 """The task data field that identifies the trajectory (set by ``view.task_data``)."""
+TASK_LIST_VIEW: dict[str, Any] = {
+    "title": "To review",
+    "hiddenColumns": {
+        "explore": [f"tasks:data.{field}" for field in HIDDEN_FIELDS],
+        "labeling": [f"tasks:data.{field}" for field in HIDDEN_FIELDS],
+    },
+    "ordering": [f"tasks:data.{REVIEW_ORDER}"],
+}
+"""The project's task list: the annotator's columns (goal, suggestion, routing reason,
+capability, difficulty, outcome...) shown, the rendered page and the step choices hidden,
+the most doubtful items (lowest curator quality) first."""
+
 LOCAL_FILES_URL = "/data/local-files/?d="
 """Where Label Studio serves a file, by its path under the local-files document root."""
 ARTIFACT_STORAGE_TITLE = "flywheel artifacts"
@@ -232,6 +252,16 @@ class LabelStudioGate:
         votes = {t: [a.vote for a in found] for t, found in self.annotations(round_id).items()}
         return agreement_report(votes, self.config.rule, self.config.min_annotations)
 
+    def workplace(self, round_id: str) -> Workplace | None:
+        """The round's project and its task list; None before anything was submitted."""
+        project = self.project_id(round_id)
+        if project is None:
+            return None
+        return Workplace(
+            name=f"Label Studio project '{self.config.project_title(round_id)}'",
+            url=f"{self.url.rstrip('/')}/projects/{project}/data",
+        )
+
     def project_id(self, round_id: str) -> int | None:
         """The id of the round's project (the oldest with its title); None before submit."""
         found = self._call("find the project", lambda: self._projects(round_id))
@@ -288,7 +318,7 @@ class LabelStudioGate:
         return int(keep.id or 0)
 
     def _create_project(self, round_id: str) -> None:
-        self.client.projects.create(
+        project = self.client.projects.create(
             title=self.config.project_title(round_id),
             description=f"Flywheel round {round_id}: approve, correct, reject or quarantine.",
             label_config=LABEL_CONFIG,
@@ -296,6 +326,11 @@ class LabelStudioGate:
             overlap_cohort_percentage=100,
             show_collab_predictions=True,
             model_version=f"curator-{CURATOR_VERSION}",
+            request_options=self._options,
+        )
+        self.client.views.create(
+            project=int(project.id or 0),
+            data=cast("ViewDataRequestRequest", TASK_LIST_VIEW),
             request_options=self._options,
         )
 

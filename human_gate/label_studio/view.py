@@ -466,6 +466,13 @@ def step_options(trajectory: Trajectory) -> list[JsonValue]:
     return [{"value": str(s.index)} for s in trajectory.steps]
 
 
+HIDDEN_FIELDS = ("html", "step_options")
+"""Task data no task-list column should show: the rendered page (the labeling view shows
+it) and the step choices (the form's)."""
+REVIEW_ORDER = "quality"
+"""The task list's order: the curator's quality, lowest (most doubtful) first."""
+
+
 def task_data(
     item: GateItem,
     round_id: str,

@@ -17,7 +17,7 @@ from contract import Routing, Trajectory
 from flows.curation_stage import curate_round
 from flows.round_stages import gate
 from flows.settings import CurationSettings, catalog_path
-from human_gate import GateItem, GateResult
+from human_gate import GateItem, GateResult, GateUnavailableError, Workplace
 from human_gate.auto import AutoGate, review_of_curation
 from storage import Catalog
 from storage.review_store import DuckDBReviewStore
@@ -32,10 +32,17 @@ class PeopleGate:
 
     name = "people"
     asks_people = True
+    desk = Workplace("the people's desk", "http://127.0.0.1:9/desk")
 
-    def __init__(self) -> None:
+    def __init__(self, *, down: bool = False) -> None:
         self.submitted: list[list[str]] = []
         self.collected: list[list[str]] = []
+        self.down = down
+
+    def workplace(self, round_id: str) -> Workplace | None:
+        if self.down:
+            raise GateUnavailableError("the desk did not answer")
+        return self.desk if self.submitted else None
 
     def submit(self, round_id: str, items: Sequence[GateItem]) -> None:
         assert all(i.trajectory.id == i.curation.trajectory_id for i in items)
@@ -51,12 +58,15 @@ class PeopleGate:
         )
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("gate")
+def _curated_round(home: Path) -> Path:
     synthetic_round(catalog_path(home), ROUND, 400, seed=2)
     curate_round(home, ROUND, CurationSettings(audit_rate=0.2), home / "rounds")
     return home
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _curated_round(tmp_path_factory.mktemp("gate"))
 
 
 def test_batches_then_only_the_undecided_are_waited_for(
@@ -123,3 +133,47 @@ def test_a_gate_that_asks_no_people_decides_every_item_without_reading_trajector
         reviews = catalog.reviews.of_round(ROUND)
     assert any(c.routing is Routing.NEEDS_HUMAN for c in kept)
     assert {review_of_curation(ROUND, c) for c in kept} <= set(reviews)
+
+
+@pytest.mark.parametrize("down", [False, True])
+def test_the_gate_says_where_people_decide_what_it_carries_over(
+    home: Path, monkeypatch: pytest.MonkeyPatch, down: bool
+) -> None:
+    monkeypatch.setattr(flows.round_stages, "GATE_BATCH", 50)
+    said: list[str] = []
+
+    gate(home, ROUND, PeopleGate(down=down), log=said.append)
+
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        carried = catalog.reviews.carried_out_of(ROUND)
+    assert carried > 0
+    (waiting,) = [line for line in said if "wait for people" in line]
+    assert waiting.startswith(f"{carried} item(s) wait for people")
+    assert "flywheel gate sync" in waiting and "next round's dataset version" in waiting
+    if down:
+        assert "the desk did not answer" in waiting
+    else:
+        assert f"in {PeopleGate.desk.name}: {PeopleGate.desk.url}" in waiting
+
+
+def test_sync_reads_only_the_undecided_items_a_batch_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cli.gate import undecided_items
+
+    home = _curated_round(tmp_path)  # the module's round is decided by the tests above
+    monkeypatch.setattr(flows.round_stages, "GATE_BATCH", 10)
+    gate(home, ROUND, PeopleGate(), wait_s=0.0)
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        kept = [c for c in catalog.reviews.curations_of_round(ROUND) if c.kept]
+    human = {c.trajectory_id for c in kept if c.routing is Routing.NEEDS_HUMAN}
+    monkeypatch.delattr(DuckDBReviewStore, "curations_of_round")  # never the whole round
+    monkeypatch.delattr(DuckDBTrajectoryStore, "of_round")
+
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        batches = list(undecided_items(catalog, ROUND))
+
+    assert all(0 < len(batch) <= 10 for batch in batches)
+    items = [item for batch in batches for item in batch]
+    assert sorted(i.trajectory_id for i in items) == sorted(human)
+    assert all(i.trajectory.id == i.curation.trajectory_id for i in items)

@@ -14,7 +14,7 @@ from curation.routing import CuratorConfig
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
 from flows.gates import sync_until
-from human_gate import GateItem, GateResult, GateUnavailableError
+from human_gate import GateItem, GateResult, GateUnavailableError, Workplace
 
 
 class StepGate:
@@ -35,6 +35,9 @@ class StepGate:
             self.down_at_submit -= 1
             raise GateUnavailableError("down")
         self.submitted += 1
+
+    def workplace(self, round_id: str) -> Workplace | None:
+        return None
 
     def collect(self, round_id: str, items: Sequence[GateItem]) -> GateResult:
         answer = self.answers[min(self.calls, len(self.answers) - 1)]

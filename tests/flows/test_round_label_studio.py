@@ -61,14 +61,23 @@ def test_undecided_items_are_carried_over_then_synced(
     assert counts["approved"] == counts["rejected"] == counts["in_dataset"] == 0
     assert out["dataset_version"] is None
 
+    title = f"{prefix} {out['round_id']}"
+    client = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)  # type: ignore[no-untyped-call]
+    (project,) = project_of(client, title)
+    url = f"{label_studio.url}/projects/{project}/data"
+    where = {"name": f"Label Studio project '{title}'", "url": url}
+    waiting = {"items": counts["curated"], "workplace": where["name"], "url": url}
+    assert out["waiting"] == waiting | {"problem": None}
     before = _gate(tmp_path, prefect_api_url, "status", **settings)
     assert before["carried_over"] == counts["curated"] and before["approved"] == 0
+    assert before["workplace"] == where and before["waiting_to_join"] == 0
 
-    annotated = _approve_everything(label_studio, f"{prefix} {out['round_id']}")
+    annotated = _approve_everything(label_studio, title)
     assert annotated == counts["curated"]
     after = _gate(tmp_path, prefect_api_url, "sync", **settings)
     assert after["approved"] == after["human_reviewed"] == counts["curated"]
     assert after["carried_over"] == 0
+    assert after["waiting_to_join"] == counts["curated"], "decided, for the next version"
     again = _gate(tmp_path, prefect_api_url, "sync", **settings)
     assert again == after
 
@@ -162,3 +171,4 @@ def test_two_annotators_decide_and_the_next_round_freezes_exactly_what_they_acce
     assert (status["approved"], status["corrected"]) == (1, 1)
     assert (status["rejected"], status["quarantined"]) == (1, 1)
     assert status["carried_over"] == len(untouched)
+    assert status["waiting_to_join"] == 0, "round 2 took every decision in"

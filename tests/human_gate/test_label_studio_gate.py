@@ -122,6 +122,15 @@ def test_submit_imports_each_human_item_once_with_the_curators_prediction(
 
     (project,) = project_of(client, f"flywheel {round_id}")
     assert gate.project_id(round_id) == project
+    where = gate.workplace(round_id)
+    assert where is not None and f"'flywheel {round_id}'" in where.name
+    assert where.url == f"{gate.url.rstrip('/')}/projects/{project}/data"
+    views: list[Any] = list(client.views.list(project=project))
+    (view,) = [v for v in views if v.data.get("title") == "To review"]
+    assert view.data["ordering"] == ["tasks:data.quality"], "the most doubtful first"
+    hidden = view.data["hiddenColumns"]["explore"]
+    assert {"tasks:data.html", "tasks:data.step_options"} <= set(hidden)
+    assert not {"tasks:data.goal", "tasks:data.suggested", "tasks:data.reason"} & set(hidden)
     tasks = tasks_by_trajectory(client, project)
     assert len(list(client.tasks.list(project=project))) == len(human)
     assert set(tasks) == set(human)
@@ -193,6 +202,7 @@ def test_nothing_for_a_person_creates_no_project(
     gate.submit(round_id, items)
     assert project_of(client, f"flywheel {round_id}") == []
     assert gate.project_id(round_id) is None
+    assert gate.workplace(round_id) is None
     result = gate.collect(round_id, items)
     assert result.reviews == tuple(auto_review(round_id, i) for i in items)
     assert result.pending == ()

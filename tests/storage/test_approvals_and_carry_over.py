@@ -458,6 +458,36 @@ def test_settled_items_stay_with_the_round_that_settled_them(
     assert ingested.reviews.settled_into(ROUND_B) == [a, b]
 
 
+def test_decisions_made_since_items_were_carried_wait_until_a_round_settles_them(
+    ingested: Catalog, pending: list[Trajectory], round_trajectories: list[Trajectory]
+) -> None:
+    a, b, c, _, _ = pending
+    ingested.reviews.carry_over(ROUND, GATE, _ids(pending))
+    assert ingested.reviews.decided_since_carried() == 0, "carried, decided by nobody yet"
+
+    def by_person(t: Trajectory) -> Review:
+        return Review(
+            trajectory_id=t.id,
+            round_id=ROUND,
+            decision=ReviewDecision.APPROVE,
+            reviewer="ann",
+            automatic=False,
+        )
+
+    never_carried = next(t for t in round_trajectories if t.id not in _ids(pending))
+    ingested.reviews.add([by_person(a), by_person(b), by_person(never_carried)])
+    assert ingested.reviews.decided_since_carried() == 2
+    assert ingested.reviews.decided_since_carried(ROUND) == 2
+    assert ingested.reviews.decided_since_carried(ROUND_B) == 0
+
+    ingested.reviews.settle_carry_over(ROUND_B, [a.id])
+    assert ingested.reviews.decided_since_carried(ROUND) == 1, "a joined round B's version"
+    ingested.reviews.carry_over(ROUND_B, GATE, [c.id])  # already carried by ROUND: no row
+    ingested.reviews.add([by_person(c)])
+    assert ingested.reviews.decided_since_carried() == 2
+    assert ingested.reviews.decided_since_carried(ROUND_B) == 0
+
+
 def test_reviews_of_trajectories_come_across_rounds_in_recorded_order(
     ingested: Catalog, round_trajectories: list[Trajectory]
 ) -> None:
