@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from bench.machine import cpu_seconds
+from bench.report import BenchReport, json_ready, machine
 from bench.synthetic import DEFAULT_TRAJECTORIES, SyntheticRound, synthetic_round
 from curation.balance import default_target
 from flows.approval import Proposal, automatic_approval
@@ -73,7 +74,7 @@ class Stage:
     peak_bytes: int
 
 
-def run_curation_benchmark(trajectories: int = DEFAULT_TRAJECTORIES, seed: int = 0) -> str:
+def run_curation_benchmark(trajectories: int = DEFAULT_TRAJECTORIES, seed: int = 0) -> BenchReport:
     """Build the round, run the stages in a new process, and return the figures."""
     with tempfile.TemporaryDirectory(prefix="flywheel-bench-curation-") as tmp:
         home = Path(tmp) / "home"
@@ -166,8 +167,8 @@ def run_stages(home: Path, out: Path) -> list[Stage]:
     return stages
 
 
-def report(data: SyntheticRound, stages: list[Stage]) -> str:
-    """The figures as text."""
+def report(data: SyntheticRound, stages: list[Stage]) -> BenchReport:
+    """The figures, and as text."""
     pipeline = [s for s in stages if s.name != "export (parquet)"]
     total = sum(s.seconds for s in pipeline)
     cpu = sum(s.cpu_seconds for s in pipeline)
@@ -192,7 +193,15 @@ def report(data: SyntheticRound, stages: list[Stage]) -> str:
         f"  ({data.trajectories / total:,.0f} trajectories/s end to end; "
         "peak = resident memory of the process and its curation workers together)",
     ]
-    return "\n".join(lines)
+    synthetic = {k: v for k, v in json_ready(data).items() if k != "catalog_path"}
+    figures = {
+        "round": synthetic,  # its catalog was a temporary folder's
+        "stages": stages,
+        "curate_to_export_hf": {"wall_s": total, "cpu_s": cpu, "peak_bytes": peak},
+        "aim": {"wall_s": AIM_S, "peak_bytes": AIM_BYTES},
+        "machine": machine(),
+    }
+    return BenchReport(json_ready(figures), "\n".join(lines))
 
 
 class _Peak:

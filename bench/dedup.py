@@ -75,6 +75,7 @@ from datasketch import MinHash, MinHashLSH
 
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
+from bench.report import BenchReport, json_ready, machine
 from curation.dedup import MinHasher, NearDuplicateIndex, action_shingles, action_tokens, lsh_bands
 from curation.routing import CuratorConfig
 from envs.sandbox import MobileSandbox
@@ -448,9 +449,9 @@ def run_dedup_benchmark(
     seed: int = 0,
     repeat: int = 2,
     pool_episodes: int = POOL_EPISODES,
-) -> str:
+) -> BenchReport:
     """Build the corpus, run every detector ``repeat`` times (interleaved, best kept),
-    score them: a printable report."""
+    score them: the figures, and as text."""
     config = CuratorConfig()
     threshold, num_perm = config.near_duplicate_threshold, config.num_perm
     started = time.perf_counter()
@@ -511,7 +512,7 @@ def _report(
     truth_s: float,
     ours: Run,
     theirs: Sequence[Run],
-) -> str:
+) -> BenchReport:
     sizes = [len(set(d)) for d in corpus.documents]
     steps = [len(t) for t in corpus.tokens]
     true_items = sum(1 for b in truth.best if b > 0.0)
@@ -537,9 +538,27 @@ def _report(
         f"{'precision':>9s} {'recall':>7s} {'(=1 / <1)':>13s}",
     ]
     ours_total = ours.sign_s + ours.query_s
+    detectors: list[dict[str, object]] = []
     for run in (ours, *theirs):
         s = score(run.matches, truth, threshold)
         total = run.sign_s + run.query_s
+        detectors.append(
+            {
+                "name": run.name,
+                "bands": list(run.bands),
+                "sign_s": run.sign_s,
+                "index_query_s": run.query_s,
+                "total_s": total,
+                "cpu_s": run.cpu_s,
+                "to_curator_ratio": total / ours_total,
+                "python_peak_bytes": run.peak_bytes,
+                "rss_growth_bytes": run.rss_bytes,
+                "precision": s.precision,
+                "recall": s.recall,
+                "recall_identical": s.recall_identical,
+                "recall_near": s.recall_near,
+            }
+        )
         lines.append(
             f"  {run.name:45s} {run.bands[0]:>3d}x{run.bands[1]:<2d} {run.sign_s:8.2f} "
             f"{run.query_s:14.2f} {total:8.2f} {run.cpu_s:7.2f} {total / ours_total:8.2f}x "
@@ -560,4 +579,22 @@ def _report(
         "recall split: items whose best earlier match is an identical set / in "
         f"[{threshold}, 1))",
     ]
-    return "\n".join(lines)
+    figures = {
+        "items": items,
+        "seed": seed,
+        "repeat": repeat,
+        "threshold": threshold,
+        "num_perm": num_perm,
+        "pool_episodes": corpus.pool_episodes,
+        "planted_variants": len(planted),
+        "truth": {
+            "items_with_a_match": true_items,
+            "identical": identical,
+            "pairs": truth.pairs,
+            "seconds": truth_s,
+        },
+        "corpus_build_s": build_s,
+        "detectors": detectors,
+        "machine": machine(),
+    }
+    return BenchReport(json_ready(figures), "\n".join(lines))

@@ -32,6 +32,7 @@ from pathlib import Path
 from agents.policies.scripted import ScriptedPolicy
 from agents.runner import run_episode
 from bench.machine import cores, cpu_seconds, session_cpu_seconds
+from bench.report import BenchReport, json_ready, machine
 from contract import Capability, GuiAction, Locator, ReadScreen, Screenshot, Tap, TaskSpec
 from envs.appium.backend import ShardDevices, needs_gui
 from envs.appium.device import DeviceSession, connect
@@ -179,5 +180,7 @@ def report(b: DeviceBenchmark) -> str:
     return "\n".join(lines)
 
 
-def run_devices_benchmark(*, episodes: int = 12, calls: int = 20, seed: int = 0) -> str:
-    return report(measure_devices(episodes=episodes, calls=calls, seed=seed))
+def run_devices_benchmark(*, episodes: int = 12, calls: int = 20, seed: int = 0) -> BenchReport:
+    """Measure the fake-driver devices; the figures, and as text."""
+    bench = measure_devices(episodes=episodes, calls=calls, seed=seed)
+    return BenchReport({**json_ready(bench), "machine": machine()}, report(bench))

@@ -32,6 +32,7 @@ from typing import Any
 from agents import curator, task_constructor, trajectory_collector
 from agents.policies.base import Policy
 from bench.machine import cpu_seconds, session_cpu_seconds
+from bench.report import BenchReport, json_ready, machine
 from contract import RetryPolicy, ReviewDecision, TaskSpec, Trajectory
 from curation.balance import balance_mix
 from curation.facts import TrajectoryFacts
@@ -51,7 +52,7 @@ class Timing:
     cpu_s: float
 
 
-def run_round_benchmark(tasks: int = 2000, seed: int = 0, repeat: int = 3) -> str:
+def run_round_benchmark(tasks: int = 2000, seed: int = 0, repeat: int = 3) -> BenchReport:
     """Run the round and the plain pipeline ``repeat`` times, interleaved, then the plain
     episodes once; the figures as text."""
     from flows.servers import prefect_api, resolve_prefect_api
@@ -100,7 +101,23 @@ def run_round_benchmark(tasks: int = 2000, seed: int = 0, repeat: int = 3) -> st
         f"(aim <= {AIM}x), wall {wall_ratio:.2f}x",
         "  (round CPU: this process, its children and the Prefect server's processes)",
     ]
-    return "\n".join(lines)
+    figures = {
+        "tasks": tasks,
+        "seed": seed,
+        "repeat": repeat,
+        "constructed": counts["constructed"],
+        "collected": counts["collected"],
+        "in_dataset": counts["in_dataset"],
+        "round": rounds,
+        "plain_pipeline": plains,
+        "plain_construction": constructions,
+        "plain_episodes": episodes,
+        "round_to_plain_cpu_ratio": cpu_ratio,
+        "round_to_plain_wall_ratio": wall_ratio,
+        "aim_cpu_ratio": AIM,
+        "machine": machine(),
+    }
+    return BenchReport(json_ready(figures), "\n".join(lines))
 
 
 def _round(tasks: int, seed: int) -> RoundSummary:
@@ -178,15 +195,19 @@ def plain_pipeline(
     }
     propose = task_constructor.make_propose(sandbox, None)
     validate = task_constructor.make_validate(sandbox, task_constructor.GOAL_NEAR_DUPLICATE)
-    while True:
-        for node in (propose, validate, task_constructor.replan):
+    while True:  # the graph's edges, without a store (the specs stay in ``accepted``)
+        for node in (propose, validate):
             state |= node(state)  # type: ignore[arg-type]
+        if task_constructor.rest_of_pass(state) == "propose":  # type: ignore[arg-type]
+            continue
+        state |= task_constructor.replan(state)  # type: ignore[arg-type]
         open_cells = set(task_constructor.shortfall(state["plan"], state["accepted"]))
         open_cells -= state.get("exhausted", frozenset())
         if not open_cells or state["passes"] >= settings.round.max_construct_passes:
             break
     construction = Timing(time.perf_counter() - started, _cpu_seconds(None) - cpu)
-    trajectories = collect_plainly(state["accepted"], config, policy)
+    tasks = [accepted.task() for accepted in state["accepted"]]
+    trajectories = collect_plainly(tasks, config, policy)
     cfg = CuratorConfig()
     facts = [TrajectoryFacts.of(t) for t in trajectories]
     cur: dict[str, Any] = {"round_id": "plain", "trajectories": facts}

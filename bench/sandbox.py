@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
+from bench.report import BenchReport, json_ready, machine
 from contract import InitialConditions, ToolCall
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
@@ -27,7 +28,7 @@ def _time(fn: Callable[[], object], repeat: int) -> float:
     return (time.perf_counter() - start) / repeat
 
 
-def run_benchmark(episodes: int = 2000, seed: int = 0) -> str:
+def run_benchmark(episodes: int = 2000, seed: int = 0) -> BenchReport:
     sandbox = MobileSandbox()
     tasks = sample_tasks(episodes, seed, sandbox)
 
@@ -84,4 +85,25 @@ def run_benchmark(episodes: int = 2000, seed: int = 0) -> str:
         f"  bare function, same change {bare_s * 1e6:12.2f} us",
         f"  ratio tool call / bare     {tool_s / bare_s:12.1f}x",
     ]
-    return "\n".join(lines)
+    figures = {
+        "episodes": episodes,
+        "seed": seed,
+        "tool_calls_in_plans": {
+            "calls_per_s": calls_per_s,
+            "aim_calls_per_s": TARGET_CALLS_PER_S,
+            "wall_s": call_seconds,
+            "cpu_s": call_cpu,
+        },
+        "resets_per_s": _per_second(len(tasks), reset_seconds),
+        "full_episodes": {
+            "episodes_per_s": _per_second(len(tasks), episode_seconds),
+            "tool_calls_per_s": _per_second(episode_calls, episode_seconds),
+            "wall_s": episode_seconds,
+            "cpu_s": episode_cpu,
+        },
+        "send_message_call_s": tool_s,
+        "bare_function_s": bare_s,
+        "tool_call_to_bare_ratio": tool_s / bare_s,
+        "machine": machine(),
+    }
+    return BenchReport(json_ready(figures), "\n".join(lines))

@@ -58,6 +58,7 @@ from agents.policies.chat_format import Message, format_tools, opening_messages
 from agents.policies.openai_policy import OpenAIPolicy, make_client
 from agents.runner import run_episode
 from bench.machine import cores, cpu_seconds, process_cpu_seconds, torch_threads, work_folder
+from bench.report import BenchReport, json_ready
 from contract import InvalidInputError, Outcome, RetryPolicy, TaskSpec
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
@@ -191,22 +192,33 @@ def run_serving_benchmark(
     threads: int | None = None,
     seed: int = 0,
     workdir: Path | None = None,
-) -> str:
+) -> BenchReport:
     """Build two tiny model folders, serve the first with ``python -m serving`` and
-    measure it (see the module docstring); the report. ``threads``: torch threads of the
-    server and of the in-process run (default: the cores this process may use).
-    ``workdir`` is kept; without it a temporary folder is used and removed. The server is
-    stopped whatever happens."""
-    return report(
-        measure_serving(
-            requests=requests,
-            episodes=episodes,
-            max_new_tokens=max_new_tokens,
-            threads=threads,
-            seed=seed,
-            workdir=workdir,
-        )
+    measure it (see the module docstring); the figures, and as text. ``threads``: torch
+    threads of the server and of the in-process run (default: the cores this process may
+    use). ``workdir`` is kept; without it a temporary folder is used and removed. The
+    server is stopped whatever happens."""
+    bench = measure_serving(
+        requests=requests,
+        episodes=episodes,
+        max_new_tokens=max_new_tokens,
+        threads=threads,
+        seed=seed,
+        workdir=workdir,
     )
+    c, p, e = bench.completions, bench.in_process, bench.episodes
+    rates = {
+        "completions": {
+            "requests_per_s": c.requests_per_second,
+            "latency_mean_ms": c.mean_ms,
+            "latency_p95_ms": c.p95_ms,
+            "output_tokens_per_s": c.tokens_per_second,
+        },
+        "in_process": {"latency_mean_ms": p.mean_ms, "output_tokens_per_s": p.tokens_per_second},
+        "episodes": {"episodes_per_s": e.episodes_per_second, "steps_per_s": e.steps_per_second},
+    }
+    figures = {**json_ready(bench), "rates": rates, "ratios": bench.ratios}
+    return BenchReport(json_ready(figures), report(bench))
 
 
 def measure_serving(

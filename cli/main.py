@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 from pydantic import ValidationError
@@ -42,6 +42,9 @@ from contract import (
     TrainingMethod,
 )
 from flows.settings import APPROVAL_MODES, DEVICE_ROUTES, GateName, PolicyName
+
+if TYPE_CHECKING:
+    from bench.report import BenchReport
 
 app = typer.Typer(
     rich_markup_mode="markdown",
@@ -443,11 +446,12 @@ def worker(
 def bench_sandbox(
     episodes: Annotated[int, typer.Option(min=10, help="episodes to run")] = 2000,
     seed: SeedOpt = 0,
+    as_json: JsonFlag = False,
 ) -> None:
     """Episodes/s, tool calls/s, and one tool call's cost against a bare function."""
     from bench.sandbox import run_benchmark
 
-    typer.echo(run_benchmark(episodes=episodes, seed=seed))
+    _bench_out(run_benchmark(episodes=episodes, seed=seed), as_json)
 
 
 @bench_app.command("loop")
@@ -491,23 +495,25 @@ def bench_round(
     tasks: Annotated[int, typer.Option(min=12, help="tasks in the round")] = 2000,
     seed: SeedOpt = 0,
     repeat: Annotated[int, typer.Option(min=1, max=10, help="interleaved pairs")] = 3,
+    as_json: JsonFlag = False,
 ) -> None:
     """A round through Prefect and LangGraph against the same work in plain Python,
     interleaved, in wall and CPU time."""
     from bench.round import run_round_benchmark
 
-    typer.echo(run_round_benchmark(tasks=tasks, seed=seed, repeat=repeat))
+    _bench_out(run_round_benchmark(tasks=tasks, seed=seed, repeat=repeat), as_json)
 
 
 @bench_app.command("ingest")
 def bench_ingest(
     trajectories: Annotated[int, typer.Option(min=10, help="trajectories to ingest")] = 3000,
     seed: SeedOpt = 0,
+    as_json: JsonFlag = False,
 ) -> None:
     """Steps per second from Parquet shards into the DuckDB catalog."""
     from bench.ingest import run_ingest_benchmark
 
-    typer.echo(run_ingest_benchmark(trajectories=trajectories, seed=seed))
+    _bench_out(run_ingest_benchmark(trajectories=trajectories, seed=seed), as_json)
 
 
 @bench_app.command("curation")
@@ -516,22 +522,24 @@ def bench_curation(
         int, typer.Option(min=100, help="trajectories in the synthetic round")
     ] = 200_000,
     seed: SeedOpt = 0,
+    as_json: JsonFlag = False,
 ) -> None:
     """Curation, balancing, freezing and export of a large round: wall time, peak memory."""
     from bench.curation import run_curation_benchmark
 
-    typer.echo(run_curation_benchmark(trajectories=trajectories, seed=seed))
+    _bench_out(run_curation_benchmark(trajectories=trajectories, seed=seed), as_json)
 
 
 @bench_app.command("dedup")
 def bench_dedup(
     items: Annotated[int, typer.Option(min=100, help="documents to deduplicate")] = 200_000,
     seed: SeedOpt = 0,
+    as_json: JsonFlag = False,
 ) -> None:
     """Near-duplicate detection: ours against datasketch's MinHashLSH, with recall/precision."""
     from bench.dedup import run_dedup_benchmark
 
-    typer.echo(run_dedup_benchmark(items=items, seed=seed))
+    _bench_out(run_dedup_benchmark(items=items, seed=seed), as_json)
 
 
 @bench_app.command("training")
@@ -586,20 +594,20 @@ def bench_serving(
         int | None, typer.Option(min=1, help="torch threads (default: the cores)")
     ] = None,
     seed: SeedOpt = 0,
+    as_json: JsonFlag = False,
 ) -> None:
     """The model server on the tiny model: start-up, requests/s and latency, tokens/s
     against the same generation in-process, episodes/s, and seconds per model swap."""
     from bench.serving import run_serving_benchmark
 
-    typer.echo(
-        run_serving_benchmark(
-            requests=requests,
-            episodes=episodes,
-            max_new_tokens=max_new_tokens,
-            threads=threads,
-            seed=seed,
-        )
+    measured = run_serving_benchmark(
+        requests=requests,
+        episodes=episodes,
+        max_new_tokens=max_new_tokens,
+        threads=threads,
+        seed=seed,
     )
+    _bench_out(measured, as_json)
 
 
 @bench_app.command("devices")
@@ -607,12 +615,21 @@ def bench_devices(
     episodes: Annotated[int, typer.Option(min=2, help="GUI episodes")] = 12,
     calls: Annotated[int, typer.Option(min=1, help="calls per GUI tool")] = 20,
     seed: SeedOpt = 0,
+    as_json: JsonFlag = False,
 ) -> None:
     """Appium's fake driver: session and GUI tool latencies, device episodes/s against
     the sandbox, and a two-device pool against one."""
     from bench.devices import run_devices_benchmark
 
-    typer.echo(run_devices_benchmark(episodes=episodes, calls=calls, seed=seed))
+    _bench_out(run_devices_benchmark(episodes=episodes, calls=calls, seed=seed), as_json)
+
+
+def _bench_out(report: BenchReport, as_json: bool) -> None:
+    """A benchmark's figures as JSON, or its text."""
+    if as_json:
+        emit_json(report.figures)
+    else:
+        typer.echo(report.text)
 
 
 def _read_json(path: Path) -> Any:

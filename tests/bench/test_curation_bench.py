@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -34,10 +35,16 @@ def test_the_stages_run_in_order_on_every_trajectory_and_report_figures(tmp_path
         assert len(catalog.reviews.of_round(ROUND)) == counts["gate (automatic)"]
     assert counts["freeze"] == counts["export (hf)"] == counts["export (parquet)"] == dataset.size
     assert all(s.peak_bytes > 0 and s.seconds > 0 and s.cpu_seconds > 0 for s in stages)
-    text = report(data, stages)
+    measured = report(data, stages)
+    text = measured.text
     assert "curate → export (hf)" in text and "400 trajectories" in text
     cpu = sum(s.cpu_seconds for s in stages if s.name != "export (parquet)")
     assert f"(CPU {cpu:.1f} s)" in text
+    figures = json.loads(json.dumps(measured.figures))  # JSON as it is
+    assert [s["name"] for s in figures["stages"]] == names
+    assert figures["curate_to_export_hf"]["cpu_s"] == cpu
+    assert figures["round"]["trajectories"] == 400 and "catalog_path" not in figures["round"]
+    assert figures["machine"]["cores"] == os.cpu_count()
 
 
 def test_tree_rss_counts_this_process_and_nothing_for_a_gone_one() -> None:

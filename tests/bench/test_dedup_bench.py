@@ -4,6 +4,7 @@ right; one small run prints every detector. No timing is asserted."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
@@ -87,11 +88,19 @@ def _best_earlier(truth: Truth, i: int) -> int:
 def test_a_small_run_reports_every_detector() -> None:
     MinHasher().sketches([["a", "b"]] * 1000)  # rensa's thread pool runs: no fork now
     report = run_dedup_benchmark(items=300, seed=0, repeat=1, pool_episodes=20)
-    for name in (
+    detectors = (
         "curator's: rensa",
         "datasketch, xxh32 hashfunc",
         "datasketch, default SHA-1",
         "datasketch, xxh32, the curator's bands",
-        "ratio datasketch",
-    ):
-        assert name in report
+    )
+    for name in (*detectors, "ratio datasketch"):
+        assert name in report.text
+    figures = json.loads(json.dumps(report.figures))
+    assert [d["name"] for d in figures["detectors"]][1:] == list(detectors[1:])
+    assert detectors[0] in figures["detectors"][0]["name"]
+    assert figures["detectors"][0]["to_curator_ratio"] == 1.0
+    for d in figures["detectors"]:
+        assert 0.0 <= d["precision"] <= 1.0 and 0.0 <= d["recall"] <= 1.0
+        assert d["total_s"] == d["sign_s"] + d["index_query_s"]
+        assert f"{d['precision']:9.4f} {d['recall']:7.4f}" in report.text

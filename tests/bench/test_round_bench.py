@@ -1,13 +1,20 @@
-"""The round benchmark's CPU accounting: a server's CPU is read from every process of
-its session, children included."""
+"""The round benchmark: a server's CPU is read from every process of its session, children
+included; the plain pipeline it compares with constructs and collects the round's tasks."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from bench.machine import session_cpu_seconds
+from bench.round import plain_pipeline
+from flows.policies import build_policy
+from flows.round_config import resolve_config
+from flows.settings import HOME_ENV, load_settings
 
 BURN = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
 
@@ -31,3 +38,18 @@ def test_a_sessions_cpu_counts_its_processes_and_their_children() -> None:
     finally:
         leader.kill()
         leader.wait()
+
+
+def test_the_plain_pipeline_constructs_the_rounds_tasks_and_collects_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(HOME_ENV, str(tmp_path))
+    settings = load_settings()
+    config = resolve_config(settings, tasks=40, seed=2)
+    policy = build_policy(config.policy, settings, config.fault_rate, config.recovery_rate)
+
+    counts, construction = plain_pipeline(config, settings, policy)
+
+    assert counts["tasks"] == 40  # the graph's tasks: the round benchmark compares like with like
+    assert counts["trajectories"] >= 40  # backend retries add attempts
+    assert construction.wall_s > 0 and construction.cpu_s > 0

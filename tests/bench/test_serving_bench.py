@@ -3,6 +3,7 @@ reports consistent figures. No timing is asserted."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -34,9 +35,10 @@ def number(text: str, stage: str, name: str, unit: str) -> float:
 
 def test_the_report_carries_consistent_figures(tmp_path: Path) -> None:
     threads_before = torch.get_num_threads()
-    text = run_serving_benchmark(
+    measured = run_serving_benchmark(
         requests=3, episodes=1, max_new_tokens=4, threads=1, workdir=tmp_path
     )
+    text = measured.text
     assert torch.get_num_threads() == threads_before  # restored
     assert text.startswith("serving benchmark on ")
     assert "torch threads 1 " in text and "max_new_tokens 4" in text
@@ -82,4 +84,10 @@ def test_the_report_carries_consistent_figures(tmp_path: Path) -> None:
     }
     assert all(float(v) > 0 for v in ratios.values())
     assert "untrained tiny one" in text
+
+    figures = json.loads(json.dumps(measured.figures))  # the same figures, as JSON
+    assert figures["completions"]["requests"] == 3 and figures["threads"] == 1
+    assert figures["completions"]["output_tokens"] == served_tokens
+    assert figures["rates"]["completions"]["requests_per_s"] == pytest.approx(per_second, abs=6e-3)
+    assert figures["ratios"] == pytest.approx({k: float(v) for k, v in ratios.items()}, abs=6e-4)
     assert (tmp_path / "server.log").is_file()  # the work folder is kept

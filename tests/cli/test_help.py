@@ -99,3 +99,30 @@ def test_help_reads_as_text_not_as_source() -> None:
     assert "as the Prefect flow trainer: SFT and/or online RL" in top
     devices = runner.invoke(app, ["devices", "--help"], env=WIDE).output
     assert "The device pool ([[devices.pool]])" in devices
+
+
+WITHOUT_JSON = {
+    "serve": "serves deployments until stopped",
+    "worker": "runs flow runs until stopped",
+    "contract schema": "prints JSON Schema already",
+    "feedback schema": "prints JSON Schema already",
+}
+"""Commands without ``--json``, and why."""
+
+
+def test_every_command_but_the_long_running_and_the_schemas_takes_json() -> None:
+    def walk(node: Any, path: list[str]) -> Iterator[tuple[str, Any]]:
+        if hasattr(node, "commands"):
+            for name, sub in node.commands.items():
+                yield from walk(sub, [*path, name])
+        else:
+            yield " ".join(path), node
+
+    commands = dict(walk(typer.main.get_command(app), []))
+    lacking = {
+        path
+        for path, command in commands.items()
+        if not any("--json" in getattr(p, "opts", ()) for p in command.params)
+    }
+    assert len(commands) > 40 and "bench curation" in commands
+    assert lacking == set(WITHOUT_JSON)

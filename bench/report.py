@@ -1,0 +1,43 @@
+"""What a benchmark returns: its figures, JSON-ready for ``--json``, and the same figures
+as the text a person reads."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    figures: dict[str, Any]
+    """Numbers in base units (seconds, bytes, items per second), with the machine's cores
+    and load average when it ran (``machine``)."""
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def machine() -> dict[str, Any]:
+    """The cores and the one-minute load average now: what a figure must be read with."""
+    return {"cores": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2)}
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` with dataclasses as dicts, tuples as lists, paths as text and non-finite
+    floats as None (JSON has no infinity)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: json_ready(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, PurePath):
+        return str(value)
+    return value
