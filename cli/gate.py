@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Annotated, Any
@@ -82,30 +81,26 @@ def undecided_items(catalog: Catalog, round_id: str) -> Iterator[list[GateItem]]
 
 
 def _status(round_id: str | None) -> dict[str, Any]:
-    from contract import ReviewDecision
+    """Counted by the catalog (no record is read: a round of any size)."""
     from flows.settings import load_settings
-    from human_gate import final_decisions
     from storage import Catalog
 
     settings = load_settings()
     with Catalog.open(settings.catalog_path, read_only=True) as catalog:
         info = _round(catalog.rounds, round_id)
-        kept = {c.trajectory_id for c in catalog.reviews.curations_of_round(info.id) if c.kept}
-        decisions = final_decisions(catalog.reviews.of_round(info.id))
+        counts = catalog.rounds.gate_counts(info.id)
         waiting = catalog.reviews.decided_since_carried(info.id)
-    counts = Counter(decisions[t].decision for t in kept if t in decisions)
-    pending = len(kept - decisions.keys())
     done = info.status == "done"
     return {
         "round_id": info.id,
-        "pending": 0 if done else pending,
-        "approved": counts[ReviewDecision.APPROVE],
-        "corrected": counts[ReviewDecision.CORRECT],
-        "rejected": counts[ReviewDecision.REJECT],
-        "quarantined": counts[ReviewDecision.QUARANTINE],
-        "carried_over": pending if done else 0,
+        "pending": 0 if done else counts.undecided,
+        "approved": counts.decisions["approve"],
+        "corrected": counts.decisions["correct"],
+        "rejected": counts.decisions["reject"],
+        "quarantined": counts.decisions["quarantine"],
+        "carried_over": counts.undecided if done else 0,
         "waiting_to_join": waiting,
-        "human_reviewed": sum(not decisions[t].automatic for t in kept if t in decisions),
+        "human_reviewed": counts.human,
         "workplace": _workplace(settings, str(info.config.get("gate", "auto")), info.id),
     }
 

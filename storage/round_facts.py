@@ -8,8 +8,9 @@ from typing import NamedTuple
 
 import duckdb
 
-from contract import Outcome
+from contract import Outcome, ReviewDecision
 from contract.curation import APPROVING, CONSENSUS_REVIEWER_PREFIX
+from storage.sql import scalar
 
 
 class EpisodeFacts(NamedTuple):
@@ -99,7 +100,7 @@ kept AS (
     SELECT trajectory_id AS id FROM curations WHERE round_id = $round AND kept
 ), final AS (
     SELECT trajectory_id AS id, list_contains($approving, decision) AS approves,
-           trajectory_id IN (SELECT id FROM kept) AS kept
+           trajectory_id IN (SELECT id FROM kept) AS kept, decision, automatic
     FROM reviews
     WHERE round_id = $round OR list_contains($carried, trajectory_id)
     QUALIFY row_number() OVER (
@@ -149,6 +150,46 @@ SELECT coalesce(e.capability, t.capability), coalesce(t.tasks, 0),
        coalesce(e.in_dataset, 0)
 FROM per_episode e FULL JOIN per_task t ON t.capability = e.capability
 """
+
+
+GATE_QUERY = f"""
+WITH {_FINAL_REVIEWS}
+SELECT decision, automatic, count(*) FROM final WHERE kept GROUP BY ALL
+"""
+
+
+class GateCounts(NamedTuple):
+    """Where a round's kept items stand at its gate, by the review that counts."""
+
+    kept: int
+    decisions: dict[str, int]
+    """Decided items per decision (every ``ReviewDecision`` value, 0 when none)."""
+    human: int
+    """Decided by a person (or a consensus of people), not automatically."""
+
+    @property
+    def undecided(self) -> int:
+        return self.kept - sum(self.decisions.values())
+
+
+def gate_counts(con: duckdb.DuckDBPyConnection, round_id: str) -> GateCounts:
+    """``round_id``'s kept items by their final review (its own reviews only)."""
+    params = {
+        "round": round_id,
+        "carried": [],
+        "dataset": None,
+        "approving": sorted(decision.value for decision in APPROVING),
+    }
+    rows = con.execute(GATE_QUERY, params).fetchall()
+    kept = scalar(con, "SELECT count(*) FROM curations WHERE round_id = ? AND kept", [round_id])
+    decisions = dict.fromkeys((d.value for d in ReviewDecision), 0)
+    for decision, _, count in rows:
+        decisions[decision] += count
+    return GateCounts(
+        kept=kept,
+        decisions=decisions,
+        human=sum(count for _, automatic, count in rows if not automatic),
+    )
 
 
 def round_tally(

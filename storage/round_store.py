@@ -10,7 +10,7 @@ import orjson
 
 from storage.connection import CatalogFile
 from storage.errors import UnknownIdError
-from storage.round_facts import RoundTally, round_tally
+from storage.round_facts import GateCounts, RoundTally, gate_counts, round_tally
 from storage.rows import json_text
 from storage.sql import dicts, now, recent_ids, scalar, utc
 from storage.stores import RoundInfo
@@ -66,6 +66,10 @@ class DuckDBRoundStore:
     def tally(self, round_id: str, carried_in: Sequence[str], dataset_id: str | None) -> RoundTally:
         with self._file.read() as con:
             return round_tally(con, round_id, carried_in, dataset_id)
+
+    def gate_counts(self, round_id: str) -> GateCounts:
+        with self._file.read() as con:
+            return gate_counts(con, round_id)
 
     def _update(self, round_id: str, assignments: str, params: list[Any]) -> None:
         with self._file.write() as con:

@@ -37,7 +37,7 @@ from storage.export_columns import ExportColumns
 from storage.feedback import FeedbackSummary
 from storage.ingest import IngestReport
 from storage.locations import Location
-from storage.round_facts import EpisodeFacts, RoundTally
+from storage.round_facts import EpisodeFacts, GateCounts, RoundTally
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,11 @@ class RoundStore(Protocol):
         """The counts of a round's summary, made by the catalog (``round_facts``):
         ``carried_in`` are the items it took up from earlier rounds, ``dataset_id`` the
         version it froze. Reads no record: its memory does not grow with the round."""
+        ...
+
+    def gate_counts(self, round_id: str) -> GateCounts:
+        """The round's kept items by the review that counts (its own reviews): per
+        decision, by a person, undecided. Reads no record."""
         ...
 
 

@@ -1,5 +1,5 @@
-"""A round's summary counts, made by the catalog, against the same counts made from the
-records with ``final_decisions`` (the rule a gate applies)."""
+"""A round's summary and gate counts, made by the catalog, against the same counts made
+from the records with ``final_decisions`` (the rule a gate applies)."""
 
 from __future__ import annotations
 
@@ -128,6 +128,26 @@ def test_the_tally_counts_what_the_records_count(
     assert tally.curated == tally.approved + tally.rejected + tally.pending
 
 
+@pytest.mark.parametrize("seed", [4, 5])
+def test_the_gate_counts_are_what_the_records_count(
+    ingested: Catalog, round_trajectories: list[Trajectory], seed: int
+) -> None:
+    _reviewed_round(ingested, round_trajectories, seed)
+    kept = {c.trajectory_id for c in ingested.reviews.curations_of_round(ROUND) if c.kept}
+    final = {
+        t: r for t, r in final_decisions(ingested.reviews.of_round(ROUND)).items() if t in kept
+    }
+
+    counts = ingested.rounds.gate_counts(ROUND)
+
+    assert counts.kept == len(kept) and counts.undecided == len(kept) - len(final)
+    assert counts.decisions == {
+        d.value: sum(r.decision is d for r in final.values()) for d in ReviewDecision
+    }
+    assert counts.human == sum(not r.automatic for r in final.values()) > 0
+    assert ingested.rounds.gate_counts("round-none") == (0, dict.fromkeys(counts.decisions, 0), 0)
+
+
 def test_the_review_that_counts_is_a_consensus_then_a_person_then_the_latest(
     ingested: Catalog, round_trajectories: list[Trajectory]
 ) -> None:
@@ -150,6 +170,8 @@ def test_the_review_that_counts_is_a_consensus_then_a_person_then_the_latest(
 
     assert (tally.curated, tally.approved, tally.rejected, tally.pending) == (3, 1, 2, 0)
     assert tally == _oracle(ingested, ROUND, [], None)
+    gated = ingested.rounds.gate_counts(ROUND)
+    assert (gated.decisions["approve"], gated.decisions["reject"], gated.human) == (1, 2, 3)
 
 
 def test_a_round_without_records_counts_nothing(catalog: Catalog) -> None:
