@@ -35,7 +35,8 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 @gate_app.command("status")
 def gate_status(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
     """Decisions of the round's kept items: pending, approved, corrected, rejected,
-    quarantined, and carried over (pending when the round ended)."""
+    quarantined, carried over (pending when the round ended), decided since and waiting
+    to join a version; and where people decide them (a Label Studio project's URL)."""
     _show(_status(round_id), as_json)
 
 
