@@ -51,7 +51,7 @@ from contract import (
     TaskSpec,
     apportion,
 )
-from curation.dedup import NearDuplicateIndex, Sketch, word_shingles
+from curation.dedup import NearDuplicateIndex, Sketch, lsh_bands, word_shingles
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.base import TaskTemplate
 from envs.sandbox.templates.catalog import build, draw, replay_reference
@@ -86,6 +86,8 @@ class TaskSink(Protocol):
     def add(self, round_id: str | None, tasks: Iterable[TaskSpec]) -> int: ...
 
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int: ...
+
+    def add_goal_sketches(self, digests: Mapping[str, Sequence[int]]) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -160,10 +162,13 @@ class Accepted(NamedTuple):
     fingerprint: str
     slot: Slot
     spec: bytes | None
+    digest: tuple[int, ...] = ()
+    """The MinHash digest of what it asks, stored with it (``TaskSink.add_goal_sketches``)."""
 
     @classmethod
-    def of(cls, task: TaskSpec, slot: Slot) -> Accepted:
-        return cls(task.id, task.fingerprint, slot, zlib.compress(task.to_json(), 1))
+    def of(cls, task: TaskSpec, slot: Slot, digest: Sequence[int] = ()) -> Accepted:
+        spec = zlib.compress(task.to_json(), 1)
+        return cls(task.id, task.fingerprint, slot, spec, tuple(digest))
 
     def task(self) -> TaskSpec:
         """The spec again (its id is not recomputed: it was written from the spec)."""
@@ -173,8 +178,65 @@ class Accepted(NamedTuple):
         return TaskSpec.model_validate_json(spec, context={TRUSTED_IDS: True})
 
     def stored(self) -> Accepted:
-        """This task without its spec, which the store now holds."""
-        return self._replace(spec=None)
+        """This task without its spec and digest, which the store now holds."""
+        return self._replace(spec=None, digest=())
+
+
+Twin = tuple[str | None, float]
+"""A near-duplicate's key and its estimated Jaccard similarity; (None, 0.0): none."""
+
+
+class KnownGoals(Protocol):
+    """What tasks constructed before this round ask (``what_it_asks``), asked for
+    near-duplicates of a batch of proposals at once."""
+
+    def twins(self, sketches: Sequence[Sketch]) -> list[Twin]:
+        """Per sketch: the most similar known goal at or above the threshold."""
+        ...
+
+
+class GoalsInMemory:
+    """Known goals given as texts, sketched into an index of their own (keys
+    ``known-<i>``): for a construction without a catalog."""
+
+    def __init__(self, goals: Sequence[str], threshold: float = GOAL_NEAR_DUPLICATE) -> None:
+        self._index = NearDuplicateIndex(threshold=threshold)
+        self._index.add_many([(f"known-{i}", text) for i, text in enumerate(goals)])
+
+    def twins(self, sketches: Sequence[Sketch]) -> list[Twin]:
+        return [self._index.match_sketch(sketch) for sketch in sketches]
+
+
+class GoalStore(Protocol):
+    """Where the goal digests of stored tasks are kept (``storage.TaskStore``)."""
+
+    def goal_twins(
+        self, digests: Sequence[Sequence[int]], bands: int, threshold: float, round_id: str
+    ) -> list[Twin]: ...
+
+
+class GoalsInCatalog:
+    """Known goals as the catalog keeps their MinHash digests: one query per batch finds
+    each proposal's twin among the stored tasks of other rounds, as rensa's index of them
+    would (its LSH candidates, confirmed by the share of equal digest values), so the
+    construction holds no sketch of a stored task. Ties go to the first by task id."""
+
+    def __init__(
+        self, store: GoalStore, round_id: str, threshold: float = GOAL_NEAR_DUPLICATE
+    ) -> None:
+        self._store = store
+        self._round_id = round_id
+        self._threshold = threshold
+
+    def twins(self, sketches: Sequence[Sketch]) -> list[Twin]:
+        digests = [sketch.digest() for sketch in sketches]
+        if not digests:
+            return []
+        bands, _ = lsh_bands(len(digests[0]), self._threshold)
+        return self._store.goal_twins(digests, bands, self._threshold, self._round_id)
+
+
+NO_KNOWN_GOALS = GoalsInMemory([])
 
 
 class ConstructorState(TypedDict, total=False):
@@ -184,15 +246,15 @@ class ConstructorState(TypedDict, total=False):
     known_fingerprints: frozenset[str]
     """Tasks constructed before this round: proposing one again is a duplicate."""
     dev_fingerprints: frozenset[str]
-    known_goals: list[str]
-    """``what_it_asks`` of tasks constructed before this round."""
+    known_goals: KnownGoals
+    """``what_it_asks`` of tasks constructed before this round, asked per batch."""
     passes: int
     stalls: dict[Slot, int]
     """Consecutive passes in which a cell or repair set accepted nothing."""
     have_before: dict[Slot, int]
     proposed: dict[Slot, int]
     goal_index: NearDuplicateIndex
-    """MinHash index of ``what_it_asks`` of known and accepted tasks, kept across passes."""
+    """MinHash index of ``what_it_asks`` of this round's accepted tasks, kept across passes."""
     exhausted: frozenset[Slot]
     """Cells and repair sets whose templates yield no new tasks: their quota moved."""
     picks: list[Pick]
@@ -499,7 +561,7 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
         accepted = list(state.get("accepted", []))
         repair_of = dict(state.get("repair_of", {}))
         rejected = list(state.get("rejected", []))
-        index = state.get("goal_index") or _goal_index(state, accepted, threshold)
+        index = state.get("goal_index") or _goal_index(accepted, threshold)
         known = state.get("known_fingerprints", frozenset())
         dev = state.get("dev_fingerprints", frozenset())
         survivors: list[tuple[Proposal, TaskSpec]] = []
@@ -510,12 +572,13 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
             else:
                 survivors.append((proposal, proposal.task))
         sketches = index.hasher.sketches([word_shingles(what_it_asks(t)) for _, t in survivors])
+        known_twins = state.get("known_goals", NO_KNOWN_GOALS).twins(sketches)
         missing = shortfall(state["plan"], accepted)
         seen = {t.fingerprint for t in accepted}
-        for (proposal, task), sketch in zip(survivors, sketches, strict=True):
+        for (proposal, task), sketch, twin in zip(survivors, sketches, known_twins, strict=True):
             if missing.get(proposal.slot, 0) <= 0:
                 continue  # the cell filled up within this pass: not a rejection
-            reason, detail = _costly_check(task, seen, index, sketch, sandbox)
+            reason, detail = _costly_check(task, seen, index, sketch, twin, sandbox)
             if reason is None and proposal.repair is not None:
                 reason, detail = _pattern_check(task, proposal.repair, sandbox)
             if reason is not None:
@@ -524,7 +587,7 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
             missing[proposal.slot] -= 1
             if proposal.repair is not None:
                 repair_of[task.id] = proposal.repair
-            accepted.append(Accepted.of(task, slot_of(task, repair_of)))
+            accepted.append(Accepted.of(task, slot_of(task, repair_of), sketch.digest()))
             seen.add(task.fingerprint)
             index.add_sketch(task.id, sketch)
         return {
@@ -538,14 +601,10 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
     return validate
 
 
-def _goal_index(
-    state: ConstructorState, accepted: Sequence[Accepted], threshold: float
-) -> NearDuplicateIndex:
+def _goal_index(accepted: Sequence[Accepted], threshold: float) -> NearDuplicateIndex:
+    """The round's own goals (known ones are asked of ``known_goals``)."""
     index = NearDuplicateIndex(threshold=threshold)
-    index.add_many(
-        [(f"known-{i}", text) for i, text in enumerate(state.get("known_goals", []))]
-        + [(a.id, what_it_asks(a.task())) for a in accepted]
-    )
+    index.add_many([(a.id, what_it_asks(a.task())) for a in accepted])
     return index
 
 
@@ -572,11 +631,13 @@ def _costly_check(
     seen: set[str],
     index: NearDuplicateIndex,
     sketch: Sketch,
+    known: Twin,
     sandbox: MobileSandbox,
 ) -> tuple[RejectionReason | None, str]:
     if task.fingerprint in seen:
         return RejectionReason.DUPLICATE, "a task with this fingerprint was just accepted"
-    twin = index.query_sketch(sketch)
+    ours = index.match_sketch(sketch)
+    twin = known[0] if known[0] is not None and known[1] >= ours[1] else ours[0]
     if twin is not None:
         return RejectionReason.NEAR_DUPLICATE, f"it nearly repeats {twin} (goal and checks)"
     verdict = replay_reference(task, sandbox)
@@ -687,6 +748,7 @@ def make_file_batch(store: TaskSink | None) -> ConstructorNode:
         unstored = (a.task() for a in accepted if a.spec is not None)
         for batch in chunked(unstored, RECORD_BATCH):
             store.add(state["round_id"], batch)
+        store.add_goal_sketches({a.id: a.digest for a in accepted if a.spec and a.digest})
         return {"rejected": [], "accepted": [a if a.spec is None else a.stored() for a in accepted]}
 
     return file_batch
@@ -736,7 +798,7 @@ def construct_tasks(
     llm: JsonLLM | None = None,
     known_fingerprints: frozenset[str] = frozenset(),
     dev_fingerprints: frozenset[str] = frozenset(),
-    known_goals: Sequence[str] = (),
+    known_goals: Sequence[str] | KnownGoals = (),
     stored_tasks: Sequence[TaskSpec] = (),
     max_passes: int = 12,
 ) -> Construction:
@@ -759,7 +821,9 @@ def construct_tasks(
             "plan": plan,
             "known_fingerprints": known_fingerprints,
             "dev_fingerprints": dev_fingerprints,
-            "known_goals": list(known_goals),
+            "known_goals": (
+                GoalsInMemory(known_goals) if isinstance(known_goals, Sequence) else known_goals
+            ),
             "passes": 0,
             "picks": [],
             "accepted": [],

@@ -15,11 +15,17 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
+from more_itertools import chunked
 from pydantic import BaseModel
 
 from agents.balancer import run_balancer
 from agents.llm import JsonLLM
-from agents.task_constructor import construct_tasks, resolve_recollection, what_it_asks
+from agents.task_constructor import (
+    GoalsInCatalog,
+    construct_tasks,
+    resolve_recollection,
+    what_it_asks,
+)
 from agents.trajectory_collector import EpisodeHook, collect_shard
 from contract import (
     Capability,
@@ -36,6 +42,7 @@ from contract import (
     Trajectory,
 )
 from curation.balance import Candidate
+from curation.dedup import MinHasher, word_shingles
 from envs.appium.backend import ShardDevices, needs_gui
 from envs.backend import Backend
 from envs.sandbox import MobileSandbox
@@ -113,14 +120,11 @@ def construct(
 ) -> int:
     """Fill the plan with validated tasks and store them; returns how many tasks the
     round has (the next stage reads them from the catalog). What the constructor compares
-    with, the fingerprints and ``what_it_asks`` of the tasks of other rounds, is read
-    ``SPEC_BATCH`` specs at a time: the stage does not hold the catalog's tasks."""
+    with stays in the catalog: the other rounds' fingerprints are read as text, and their
+    goals are asked for near-duplicates batch by batch (``GoalsInCatalog``), once each
+    stored task's goal digest is kept (``keep_goal_digests``)."""
     with Catalog.open(catalog_path(home)) as catalog:
-        known_fingerprints: set[str] = set()
-        known_goals: list[str] = []
-        for task in in_batches(catalog.tasks, catalog.tasks.ids_except_round(round_id)):
-            known_fingerprints.add(task.fingerprint)
-            known_goals.append(what_it_asks(task))
+        keep_goal_digests(catalog.tasks, round_id)
         construct_tasks(
             round_id,
             plan,
@@ -128,13 +132,29 @@ def construct(
             MobileSandbox(),
             store=catalog.tasks,
             llm=llm,
-            known_fingerprints=frozenset(known_fingerprints),
+            known_fingerprints=frozenset(catalog.tasks.fingerprints_except_round(round_id)),
             dev_fingerprints=frozenset(catalog.tasks.fingerprints(Split.DEV)),
-            known_goals=known_goals,
+            known_goals=GoalsInCatalog(catalog.tasks, round_id),
             stored_tasks=catalog.tasks.with_fingerprints(plan.recollect_fingerprints),
             max_passes=max_passes,
         )
         return len(catalog.tasks.capabilities_of_round(round_id))
+
+
+def keep_goal_digests(tasks: TaskStore, round_id: str) -> int:
+    """Keep the MinHash digest of what each task of other rounds asks, for those that
+    have none yet (tasks stored before digests were kept, the development set, the last
+    round's), reading ``SPEC_BATCH`` specs at a time; the number kept. Each task is
+    sketched once, whatever the number of rounds after it."""
+    hasher = MinHasher()
+    kept = 0
+    for task_ids in chunked(tasks.without_goal_sketch(round_id), SPEC_BATCH):
+        specs = tasks.by_ids(task_ids)
+        sketches = hasher.sketches([word_shingles(what_it_asks(t)) for t in specs])
+        kept += tasks.add_goal_sketches(
+            {t.id: sketch.digest() for t, sketch in zip(specs, sketches, strict=True)}
+        )
+    return kept
 
 
 def in_batches(tasks: TaskStore, task_ids: Sequence[str]) -> Iterator[TaskSpec]:

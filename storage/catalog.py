@@ -51,6 +51,7 @@ TABLES = (
     "model_aliases",
     "model_alias_history",
     "deployments",
+    "goal_sketches",
 )
 
 

@@ -259,6 +259,16 @@ _V7_DEPLOYMENTS: Migration = (
 """Version 7: every deployment decision with its trace (the whole record, and the columns
 its queries filter on); the alias changes it made name it in ``model_alias_history``."""
 
+_V8_GOAL_SKETCHES: Migration = (
+    """CREATE TABLE goal_sketches (
+        task_id VARCHAR PRIMARY KEY,
+        digest UINTEGER[] NOT NULL
+    )""",
+)
+"""Version 8: each task's MinHash digest of what it asks, kept once computed, so that a
+round's construction asks the catalog for near-duplicates of its proposals instead of
+holding a sketch of every stored task (``TaskStore.goal_twins``)."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     _V1_RECORDS,
     _V2_SHARDS,
@@ -267,6 +277,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _V5_MODELS,
     _V6_ALIASES,
     _V7_DEPLOYMENTS,
+    _V8_GOAL_SKETCHES,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -205,6 +205,30 @@ class TaskStore(Protocol):
         """The capabilities of each task first constructed in ``round_id``."""
         ...
 
+    def fingerprints_except_round(self, round_id: str) -> set[str]:
+        """Fingerprints of the tasks constructed in other rounds (or none)."""
+        ...
+
+    def add_goal_sketches(self, digests: Mapping[str, Sequence[int]]) -> int:
+        """Keep each task's MinHash digest of what it asks (task id -> the digest's
+        values), in one transaction; the number new (a task keeps its first)."""
+        ...
+
+    def without_goal_sketch(self, round_id: str) -> list[str]:
+        """The ids of the tasks of other rounds (or none) with no goal digest kept yet,
+        ordered by id."""
+        ...
+
+    def goal_twins(
+        self, digests: Sequence[Sequence[int]], bands: int, threshold: float, round_id: str
+    ) -> list[tuple[str | None, float]]:
+        """Per digest of ``digests`` (equal lengths, a multiple of ``bands``): the task of
+        another round (or of none) most similar to it, with the share of equal values,
+        among those whose kept digest has one of its ``bands`` runs of consecutive values
+        equal (MinHash LSH's candidates) and a share of at least ``threshold``; ties go to
+        the first by id; (None, 0.0) when there is none."""
+        ...
+
 
 class TrajectoryStore(Protocol):
     """Trajectories, ingested from shards, read whole or as the columns a stage needs."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pytest
 from pydantic import JsonValue
@@ -273,6 +273,7 @@ class SpyStore:
         self.tasks: list[TaskSpec] = []
         self.rejections: list[RejectedTask] = []
         self.writes: list[int] = []
+        self.digests: dict[str, list[int]] = {}
 
     def add(self, round_id: str | None, tasks: Iterable[TaskSpec]) -> int:
         added = list(tasks)
@@ -283,6 +284,11 @@ class SpyStore:
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int:
         self.rejections += rejections
         return len(rejections)
+
+    def add_goal_sketches(self, digests: Mapping[str, Sequence[int]]) -> int:
+        new = {k: list(v) for k, v in digests.items() if k not in self.digests}
+        self.digests.update(new)
+        return len(new)
 
 
 def test_an_endpoint_down_in_one_batch_is_not_asked_again_in_the_pass(

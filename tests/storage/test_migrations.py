@@ -47,12 +47,12 @@ def test_an_old_catalog_is_upgraded_and_keeps_its_rows(tmp_path: Path) -> None:
 
     catalog = Catalog.open(path)
 
-    assert _version(path) == SCHEMA_VERSION == 7
+    assert _version(path) == SCHEMA_VERSION == 8
     stats = catalog.stats()
-    # the tables versions 2 to 7 add
+    # the tables versions 2 to 8 add
     assert stats["shards"] == stats["dataset_approvals"] == stats["carry_over"] == 0
     assert stats["feedback_reports"] == stats["feedback_tasks"] == stats["models"] == 0
-    assert stats["deployments"] == 0
+    assert stats["deployments"] == stats["goal_sketches"] == 0
     assert catalog.models.aliases() == {} and catalog.models.alias_history() == []
     old = catalog.rounds.get("round-old")
     assert old is not None and old.status == "done"

@@ -99,6 +99,9 @@ WRITES: dict[str, Write] = {
     "rounds.begin": lambda c, w: c.rounds.begin(ROUND, {"seed": 7}).started_at,
     "tasks.add": lambda c, w: c.tasks.add(ROUND, [t.task for t in w.trajectories]),
     "tasks.add_rejections": lambda c, w: c.tasks.add_rejections([w.rejection]),
+    "tasks.add_goal_sketches": lambda c, w: c.tasks.add_goal_sketches(
+        {t.task.id: [n] * 64 for n, t in enumerate(w.trajectories)}
+    ),
     "trajectories.ingest": lambda c, w: c.trajectories.ingest([w.shards]).trajectories,
     "reviews.add_curations": lambda c, w: c.reviews.add_curations(w.curations),
     "reviews.add_curation_file": lambda c, w: c.reviews.add_curation_file(w.curation_file),
@@ -116,6 +119,7 @@ NOTHING_NEW = {
     "trajectories.ingest": 0,
     "tasks.add": 0,
     "tasks.add_rejections": 0,
+    "tasks.add_goal_sketches": 0,
     "reviews.add_curations": 0,
     "reviews.add_curation_file": 0,
     "reviews.add": 0,
