@@ -18,9 +18,6 @@ class BenchReport:
     and load average when it ran (``machine``)."""
     text: str
 
-    def __str__(self) -> str:
-        return self.text
-
 
 def machine() -> dict[str, Any]:
     """The cores and the one-minute load average now: what a figure must be read with."""

@@ -51,9 +51,6 @@ class Workplace:
     name: str
     url: str
 
-    def __str__(self) -> str:
-        return f"{self.name} ({self.url})"
-
 
 @dataclass(frozen=True)
 class GateResult:

@@ -152,6 +152,18 @@ FROM per_episode e FULL JOIN per_task t ON t.capability = e.capability
 """
 
 
+def _final_review_params(
+    round_id: str, carried_in: Sequence[str], dataset_id: str | None
+) -> dict[str, object]:
+    """The parameters ``_FINAL_REVIEWS`` reads."""
+    return {
+        "round": round_id,
+        "carried": sorted(set(carried_in)),
+        "dataset": dataset_id,
+        "approving": sorted(decision.value for decision in APPROVING),
+    }
+
+
 GATE_QUERY = f"""
 WITH {_FINAL_REVIEWS}
 SELECT decision, automatic, count(*) FROM final WHERE kept GROUP BY ALL
@@ -174,13 +186,7 @@ class GateCounts(NamedTuple):
 
 def gate_counts(con: duckdb.DuckDBPyConnection, round_id: str) -> GateCounts:
     """``round_id``'s kept items by their final review (its own reviews only)."""
-    params = {
-        "round": round_id,
-        "carried": [],
-        "dataset": None,
-        "approving": sorted(decision.value for decision in APPROVING),
-    }
-    rows = con.execute(GATE_QUERY, params).fetchall()
+    rows = con.execute(GATE_QUERY, _final_review_params(round_id, (), None)).fetchall()
     kept = scalar(con, "SELECT count(*) FROM curations WHERE round_id = ? AND kept", [round_id])
     decisions = dict.fromkeys((d.value for d in ReviewDecision), 0)
     for decision, _, count in rows:
@@ -201,12 +207,7 @@ def round_tally(
     """The counts of ``round_id``'s summary; ``carried_in``: the items taken up from
     earlier rounds (their reviews count whichever round made them); ``dataset_id``: the
     version the round froze, if any."""
-    params = {
-        "round": round_id,
-        "carried": sorted(set(carried_in)),
-        "dataset": dataset_id,
-        "approving": sorted(decision.value for decision in APPROVING),
-    }
+    params = _final_review_params(round_id, carried_in, dataset_id)
     row = con.execute(
         TALLY_QUERY, {**params, "backend_error": Outcome.BACKEND_ERROR.value}
     ).fetchone()

@@ -364,6 +364,8 @@ def test_each_batch_is_stored_as_it_is_decided_and_its_specs_let_go(
     assert max(store.writes) <= 9
     assert specs_held and not any(specs_held), "a stored task kept its spec"
     assert sorted(r.id for r in store.rejections) == sorted(r.id for r in whole.rejected)
+    assert set(store.digests) == {t.id for t in store.tasks}, "each filed with its goal digest"
+    assert {len(d) for d in store.digests.values()} == {64}
 
 
 def test_a_pass_builds_its_draws_a_bounded_batch_at_a_time_with_the_same_outcome(
