@@ -187,56 +187,66 @@ Twin = tuple[str | None, float]
 
 
 class KnownGoals(Protocol):
-    """What tasks constructed before this round ask (``what_it_asks``), asked for
-    near-duplicates of a batch of proposals at once."""
+    """What the tasks constructed so far ask (``what_it_asks``): those of other rounds and
+    the ones this construction accepted in its earlier batches. Asked for near-duplicates
+    of a batch of proposals at once; told of each batch's accepted tasks."""
 
-    def twins(self, sketches: Sequence[Sketch]) -> list[Twin]:
-        """Per sketch: the most similar known goal at or above the threshold."""
+    def twins(self, proposals: Sequence[tuple[str, Sketch]]) -> list[Twin]:
+        """Per proposal (task id, sketch): the most similar known goal at or above the
+        threshold, that of the task with the same id aside."""
+        ...
+
+    def remember(self, accepted: Sequence[tuple[str, Sketch]]) -> None:
+        """Know the goals of a batch's accepted tasks from now on."""
         ...
 
 
 class GoalsInMemory:
-    """Known goals given as texts, sketched into an index of their own (keys
-    ``known-<i>``): for a construction without a catalog."""
+    """Known goals given as texts (keys ``known-<i>``) and the goals accepted since, in an
+    index of their own: for a construction without a catalog."""
 
     def __init__(self, goals: Sequence[str], threshold: float = GOAL_NEAR_DUPLICATE) -> None:
         self._index = NearDuplicateIndex(threshold=threshold)
         self._index.add_many([(f"known-{i}", text) for i, text in enumerate(goals)])
 
-    def twins(self, sketches: Sequence[Sketch]) -> list[Twin]:
-        return [self._index.match_sketch(sketch) for sketch in sketches]
+    def twins(self, proposals: Sequence[tuple[str, Sketch]]) -> list[Twin]:
+        return [self._index.match_sketch(sketch) for _, sketch in proposals]
+
+    def remember(self, accepted: Sequence[tuple[str, Sketch]]) -> None:
+        for task_id, sketch in accepted:
+            self._index.add_sketch(task_id, sketch)
 
 
 class GoalStore(Protocol):
     """Where the goal digests of stored tasks are kept (``storage.TaskStore``)."""
 
     def goal_twins(
-        self, digests: Sequence[Sequence[int]], bands: int, threshold: float, round_id: str
+        self, queries: Sequence[tuple[str, Sequence[int]]], bands: int, threshold: float
     ) -> list[Twin]: ...
 
 
 class GoalsInCatalog:
     """Known goals as the catalog keeps their MinHash digests: one query per batch finds
-    each proposal's twin among the stored tasks of other rounds, as rensa's index of them
-    would (its LSH candidates, confirmed by the share of equal digest values), so the
-    construction holds no sketch of a stored task. Ties go to the first by task id."""
+    each proposal's twin among the stored tasks, as rensa's index of them would (its LSH
+    candidates, confirmed by the share of equal values), so the construction holds no
+    sketch of a stored task. Ties go to the first by task id. The construction's own
+    accepted tasks are known once their batch is filed with their digests
+    (``TaskSink.add_goal_sketches``, to the same catalog), so nothing is remembered here,
+    and a construction run again meets its stored tasks only as themselves."""
 
-    def __init__(
-        self, store: GoalStore, round_id: str, threshold: float = GOAL_NEAR_DUPLICATE
-    ) -> None:
+    def __init__(self, store: GoalStore, threshold: float = GOAL_NEAR_DUPLICATE) -> None:
         self._store = store
-        self._round_id = round_id
         self._threshold = threshold
 
-    def twins(self, sketches: Sequence[Sketch]) -> list[Twin]:
-        digests = [sketch.digest() for sketch in sketches]
-        if not digests:
+    def twins(self, proposals: Sequence[tuple[str, Sketch]]) -> list[Twin]:
+        queries = [(task_id, sketch.digest()) for task_id, sketch in proposals]
+        if not queries:
             return []
-        bands, _ = lsh_bands(len(digests[0]), self._threshold)
-        return self._store.goal_twins(digests, bands, self._threshold, self._round_id)
+        bands, _ = lsh_bands(len(queries[0][1]), self._threshold)
+        return self._store.goal_twins(queries, bands, self._threshold)
 
-
-NO_KNOWN_GOALS = GoalsInMemory([])
+    def remember(self, accepted: Sequence[tuple[str, Sketch]]) -> None:
+        return None
 
 
 class ConstructorState(TypedDict, total=False):
@@ -247,14 +257,12 @@ class ConstructorState(TypedDict, total=False):
     """Tasks constructed before this round: proposing one again is a duplicate."""
     dev_fingerprints: frozenset[str]
     known_goals: KnownGoals
-    """``what_it_asks`` of tasks constructed before this round, asked per batch."""
+    """``what_it_asks`` of the tasks constructed so far, asked per batch."""
     passes: int
     stalls: dict[Slot, int]
     """Consecutive passes in which a cell or repair set accepted nothing."""
     have_before: dict[Slot, int]
     proposed: dict[Slot, int]
-    goal_index: NearDuplicateIndex
-    """MinHash index of ``what_it_asks`` of this round's accepted tasks, kept across passes."""
     exhausted: frozenset[Slot]
     """Cells and repair sets whose templates yield no new tasks: their quota moved."""
     picks: list[Pick]
@@ -555,13 +563,17 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
 
         Cheap checks (built, not a development task, not a known fingerprint, a
         well-formed goal) run first; the survivors are MinHash-signed in one vectorized
-        batch, then checked for near-duplicates and replayed one by one; a repair task
-        must also exhibit its repair set's pattern.
+        batch, their twins among the known goals found at once, then each is checked
+        against the batch's accepted goals and replayed, one by one; a repair task must
+        also exhibit its repair set's pattern. The accepted goals become known.
         """
         accepted = list(state.get("accepted", []))
         repair_of = dict(state.get("repair_of", {}))
         rejected = list(state.get("rejected", []))
-        index = state.get("goal_index") or _goal_index(accepted, threshold)
+        goals = state.get("known_goals") or GoalsInMemory([], threshold)
+        batch = NearDuplicateIndex(threshold=threshold)
+        """This batch's accepted goals (the known goals are asked for all at once)."""
+        accepted_goals: list[tuple[str, Sketch]] = []
         known = state.get("known_fingerprints", frozenset())
         dev = state.get("dev_fingerprints", frozenset())
         survivors: list[tuple[Proposal, TaskSpec]] = []
@@ -571,14 +583,16 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
                 rejected.append(_rejection(state["round_id"], proposal, reason, detail))
             else:
                 survivors.append((proposal, proposal.task))
-        sketches = index.hasher.sketches([word_shingles(what_it_asks(t)) for _, t in survivors])
-        known_twins = state.get("known_goals", NO_KNOWN_GOALS).twins(sketches)
+        sketches = batch.hasher.sketches([word_shingles(what_it_asks(t)) for _, t in survivors])
+        known_twins = goals.twins(
+            [(task.id, sketch) for (_, task), sketch in zip(survivors, sketches, strict=True)]
+        )
         missing = shortfall(state["plan"], accepted)
         seen = {t.fingerprint for t in accepted}
         for (proposal, task), sketch, twin in zip(survivors, sketches, known_twins, strict=True):
             if missing.get(proposal.slot, 0) <= 0:
                 continue  # the cell filled up within this pass: not a rejection
-            reason, detail = _costly_check(task, seen, index, sketch, twin, sandbox)
+            reason, detail = _costly_check(task, seen, batch, sketch, twin, sandbox)
             if reason is None and proposal.repair is not None:
                 reason, detail = _pattern_check(task, proposal.repair, sandbox)
             if reason is not None:
@@ -589,23 +603,18 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
                 repair_of[task.id] = proposal.repair
             accepted.append(Accepted.of(task, slot_of(task, repair_of), sketch.digest()))
             seen.add(task.fingerprint)
-            index.add_sketch(task.id, sketch)
+            batch.add_sketch(task.id, sketch)
+            accepted_goals.append((task.id, sketch))
+        goals.remember(accepted_goals)
         return {
             "accepted": accepted,
             "repair_of": repair_of,
             "rejected": rejected,
             "proposals": [],
-            "goal_index": index,
+            "known_goals": goals,
         }
 
     return validate
-
-
-def _goal_index(accepted: Sequence[Accepted], threshold: float) -> NearDuplicateIndex:
-    """The round's own goals (known ones are asked of ``known_goals``)."""
-    index = NearDuplicateIndex(threshold=threshold)
-    index.add_many([(a.id, what_it_asks(a.task())) for a in accepted])
-    return index
 
 
 def _cheap_check(
@@ -629,14 +638,14 @@ def _cheap_check(
 def _costly_check(
     task: TaskSpec,
     seen: set[str],
-    index: NearDuplicateIndex,
+    batch: NearDuplicateIndex,
     sketch: Sketch,
     known: Twin,
     sandbox: MobileSandbox,
 ) -> tuple[RejectionReason | None, str]:
     if task.fingerprint in seen:
         return RejectionReason.DUPLICATE, "a task with this fingerprint was just accepted"
-    ours = index.match_sketch(sketch)
+    ours = batch.match_sketch(sketch)
     twin = known[0] if known[0] is not None and known[1] >= ours[1] else ours[0]
     if twin is not None:
         return RejectionReason.NEAR_DUPLICATE, f"it nearly repeats {twin} (goal and checks)"
@@ -738,9 +747,11 @@ def make_file_batch(store: TaskSink | None) -> ConstructorNode:
     def file_batch(state: ConstructorState) -> ConstructorState:
         """Store the batch's rejections, then its accepted tasks ``RECORD_BATCH`` to a
         write, and let their specs go (idempotent by id: a construction stopped half-way
-        leaves some stored, and running it again constructs the same tasks, since it
-        compares with other rounds' tasks, not its own, and adds the rest). Without a
-        store the specs stay: they are the construction's result."""
+        leaves some stored, and running it again constructs the same tasks, since its own
+        stored tasks are known only as themselves: not by fingerprint, which it compares
+        with other rounds' tasks, and not as a goal's twin; it adds the rest). Their goal
+        digests follow, which the next batches' ``GoalsInCatalog`` asks. Without a store
+        the specs stay: they are the construction's result."""
         if store is None:
             return {}
         store.add_rejections(state.get("rejected", []))

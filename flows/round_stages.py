@@ -120,11 +120,12 @@ def construct(
 ) -> int:
     """Fill the plan with validated tasks and store them; returns how many tasks the
     round has (the next stage reads them from the catalog). What the constructor compares
-    with stays in the catalog: the other rounds' fingerprints are read as text, and their
-    goals are asked for near-duplicates batch by batch (``GoalsInCatalog``), once each
-    stored task's goal digest is kept (``keep_goal_digests``)."""
+    with stays in the catalog: the other rounds' fingerprints are read as text, and the
+    goals of every stored task (this round's filed batches too) are asked for
+    near-duplicates batch by batch (``GoalsInCatalog``), once each stored task's goal
+    digest is kept (``keep_goal_digests``)."""
     with Catalog.open(catalog_path(home)) as catalog:
-        keep_goal_digests(catalog.tasks, round_id)
+        keep_goal_digests(catalog.tasks)
         construct_tasks(
             round_id,
             plan,
@@ -134,21 +135,22 @@ def construct(
             llm=llm,
             known_fingerprints=frozenset(catalog.tasks.fingerprints_except_round(round_id)),
             dev_fingerprints=frozenset(catalog.tasks.fingerprints(Split.DEV)),
-            known_goals=GoalsInCatalog(catalog.tasks, round_id),
+            known_goals=GoalsInCatalog(catalog.tasks),
             stored_tasks=catalog.tasks.with_fingerprints(plan.recollect_fingerprints),
             max_passes=max_passes,
         )
         return len(catalog.tasks.capabilities_of_round(round_id))
 
 
-def keep_goal_digests(tasks: TaskStore, round_id: str) -> int:
-    """Keep the MinHash digest of what each task of other rounds asks, for those that
-    have none yet (tasks stored before digests were kept, the development set, the last
-    round's), reading ``SPEC_BATCH`` specs at a time; the number kept. Each task is
-    sketched once, whatever the number of rounds after it."""
+def keep_goal_digests(tasks: TaskStore) -> int:
+    """Keep the MinHash digest of what each stored task asks, for those that have none yet
+    (tasks stored before digests were kept, the development set, a batch whose
+    construction stopped between storing it and its digests), reading ``SPEC_BATCH``
+    specs at a time; the number kept. Each task is sketched once, whatever the number of
+    rounds after it."""
     hasher = MinHasher()
     kept = 0
-    for task_ids in chunked(tasks.without_goal_sketch(round_id), SPEC_BATCH):
+    for task_ids in chunked(tasks.without_goal_sketch(), SPEC_BATCH):
         specs = tasks.by_ids(task_ids)
         sketches = hasher.sketches([word_shingles(what_it_asks(t)) for t in specs])
         kept += tasks.add_goal_sketches(

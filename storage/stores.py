@@ -214,19 +214,19 @@ class TaskStore(Protocol):
         values), in one transaction; the number new (a task keeps its first)."""
         ...
 
-    def without_goal_sketch(self, round_id: str) -> list[str]:
-        """The ids of the tasks of other rounds (or none) with no goal digest kept yet,
-        ordered by id."""
+    def without_goal_sketch(self) -> list[str]:
+        """The ids of the tasks with no goal digest kept yet, ordered by id."""
         ...
 
     def goal_twins(
-        self, digests: Sequence[Sequence[int]], bands: int, threshold: float, round_id: str
+        self, queries: Sequence[tuple[str, Sequence[int]]], bands: int, threshold: float
     ) -> list[tuple[str | None, float]]:
-        """Per digest of ``digests`` (equal lengths, a multiple of ``bands``): the task of
-        another round (or of none) most similar to it, with the share of equal values,
-        among those whose kept digest has one of its ``bands`` runs of consecutive values
-        equal (MinHash LSH's candidates) and a share of at least ``threshold``; ties go to
-        the first by id; (None, 0.0) when there is none."""
+        """Per query (a task id and a digest; equal lengths, a multiple of ``bands``): the
+        stored task most similar to it other than the one with that id (a construction run
+        again meets its own stored tasks), with the share of equal values, among those
+        whose kept digest has one of its ``bands`` runs of consecutive values equal (MinHash
+        LSH's candidates) and a share of at least ``threshold``; ties go to the first by
+        id; (None, 0.0) when there is none."""
         ...
 
 

@@ -29,15 +29,16 @@ transaction without their rows all in memory (each spec is kilobytes of JSON).""
 
 GOAL_TWINS_QUERY = """
 WITH q AS (
-    SELECT pos, b.band, list_slice(digest, b.band * $rows + 1, (b.band + 1) * $rows) AS key
+    SELECT pos, id, b.band,
+           list_slice(digest, b.band * $rows + 1, (b.band + 1) * $rows) AS key
     FROM _query, range($bands) b(band)
 ), s AS (
     SELECT g.task_id, b.band,
            list_slice(g.digest, b.band * $rows + 1, (b.band + 1) * $rows) AS key
-    FROM goal_sketches g JOIN tasks k ON k.id = g.task_id, range($bands) b(band)
-    WHERE k.round_id IS DISTINCT FROM $round
+    FROM goal_sketches g, range($bands) b(band)
 ), candidates AS (
-    SELECT DISTINCT q.pos, s.task_id FROM q JOIN s ON s.band = q.band AND s.key = q.key
+    SELECT DISTINCT q.pos, s.task_id
+    FROM q JOIN s ON s.band = q.band AND s.key = q.key AND s.task_id <> q.id
 ), scored AS (
     SELECT c.pos, c.task_id,
            list_sum(list_transform(d.digest, lambda x, i: (x = g.digest[i])::INTEGER))
@@ -50,10 +51,11 @@ SELECT pos, task_id, similarity FROM scored
 WHERE similarity >= $threshold
 QUALIFY row_number() OVER (PARTITION BY pos ORDER BY similarity DESC, task_id) = 1
 """
-"""The most similar stored task of another round for each query digest, among those
-whose digest has a whole LSH band (``rows`` consecutive values) equal to the query's
-(rensa's ``RMinHashLSH`` candidates: checked equal on 1,600 queries), by the share of
-equal values (rensa's ``jaccard``), at least ``threshold``; ties go to the first id."""
+"""The most similar stored task for each query (its id and digest; the task with that id
+is not its own twin), among those whose digest has a whole LSH band (``rows`` consecutive
+values) equal to the query's (rensa's ``RMinHashLSH`` candidates: checked equal on 1,600
+queries), by the share of equal values (rensa's ``jaccard``), at least ``threshold``; ties
+go to the first id."""
 
 
 class DuckDBTaskStore:
@@ -155,29 +157,26 @@ class DuckDBTaskStore:
         with self._file.write() as con:
             return insert_table(con, "goal_sketches", rows)
 
-    def without_goal_sketch(self, round_id: str) -> list[str]:
-        return self._ids(
-            "WHERE round_id IS DISTINCT FROM ? AND id NOT IN (SELECT task_id FROM goal_sketches)",
-            [round_id],
-        )
+    def without_goal_sketch(self) -> list[str]:
+        return self._ids("WHERE id NOT IN (SELECT task_id FROM goal_sketches)", [])
 
     def goal_twins(
-        self, digests: Sequence[Sequence[int]], bands: int, threshold: float, round_id: str
+        self, queries: Sequence[tuple[str, Sequence[int]]], bands: int, threshold: float
     ) -> list[tuple[str | None, float]]:
-        twins: list[tuple[str | None, float]] = [(None, 0.0)] * len(digests)
-        if not digests:
+        twins: list[tuple[str | None, float]] = [(None, 0.0)] * len(queries)
+        if not queries:
             return twins
         query = pa.table(
             {
-                "pos": pa.array(range(len(digests)), pa.int64()),
-                "digest": pa.array([list(d) for d in digests], pa.list_(pa.uint32())),
+                "pos": pa.array(range(len(queries)), pa.int64()),
+                "id": pa.array([task_id for task_id, _ in queries], pa.string()),
+                "digest": pa.array([list(d) for _, d in queries], pa.list_(pa.uint32())),
             }
         )
         params = {
             "bands": bands,
-            "rows": len(digests[0]) // bands,
+            "rows": len(queries[0][1]) // bands,
             "threshold": threshold,
-            "round": round_id,
         }
         with self._file.read() as con, registered(con, "_query", query):
             found = con.execute(GOAL_TWINS_QUERY, params).fetchall()

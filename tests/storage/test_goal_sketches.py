@@ -1,6 +1,6 @@
 """Goal digests kept in the catalog: the near-duplicates the catalog finds for a batch of
 digests are those rensa's index of the same digests finds (candidates sharing an LSH band,
-confirmed by the share of equal values), among the tasks of other rounds only."""
+confirmed by the share of equal values), among every stored task but the one asked about."""
 
 from __future__ import annotations
 
@@ -35,27 +35,28 @@ def test_digests_are_kept_once_and_the_missing_are_named(
     catalog: Catalog, round_trajectories: list[Trajectory]
 ) -> None:
     other, mine = _tasks(catalog, _tasks_of(round_trajectories))
-    assert catalog.tasks.without_goal_sketch(ROUND) == sorted(t.id for t in other)
+    assert catalog.tasks.without_goal_sketch() == sorted(t.id for t in [*other, *mine])
     first = {t.id: [i] * 64 for i, t in enumerate(other[:3])}
     assert catalog.tasks.add_goal_sketches(first) == 3
     assert catalog.tasks.add_goal_sketches(first | {other[3].id: [9] * 64}) == 1
     assert catalog.tasks.add_goal_sketches({}) == 0
-    assert catalog.tasks.without_goal_sketch(ROUND) == sorted(t.id for t in other[4:])
-    assert set(catalog.tasks.without_goal_sketch(OTHER)) == {t.id for t in mine}
+    assert catalog.tasks.without_goal_sketch() == sorted(t.id for t in [*other[4:], *mine])
 
 
-def test_the_twins_are_those_rensas_index_finds_among_other_rounds(
+def test_the_twins_are_those_rensas_index_finds(
     catalog: Catalog, round_trajectories: list[Trajectory]
 ) -> None:
     other, mine = _tasks(catalog, _tasks_of(round_trajectories))
+    stored_tasks = sorted([*other, *mine], key=lambda t: t.id)
     rng = random.Random(3)
-    base = [[f"w{rng.randrange(40)}" for _ in range(14)] for _ in other]
+    base = [[f"w{rng.randrange(40)}" for _ in range(14)] for _ in stored_tasks]
     hasher = MinHasher()
     stored = hasher.sketches(base)
-    catalog.tasks.add_goal_sketches({t.id: s.digest() for t, s in zip(other, stored, strict=True)})
-    catalog.tasks.add_goal_sketches({t.id: stored[0].digest() for t in mine})  # this round's
+    catalog.tasks.add_goal_sketches(
+        {t.id: s.digest() for t, s in zip(stored_tasks, stored, strict=True)}
+    )
     index = NearDuplicateIndex(threshold=THRESHOLD)
-    for t, sketch in sorted(zip(other, stored, strict=True), key=lambda p: p[0].id):
+    for t, sketch in zip(stored_tasks, stored, strict=True):
         index.add_sketch(t.id, sketch)
     variants = []
     for words in base:
@@ -66,17 +67,32 @@ def test_the_twins_are_those_rensas_index_finds_among_other_rounds(
             variants.append(variant)
     queries = hasher.sketches(variants)
 
-    twins = catalog.tasks.goal_twins([q.digest() for q in queries], BANDS, THRESHOLD, ROUND)
+    twins = catalog.tasks.goal_twins(
+        [(f"new-{i}", q.digest()) for i, q in enumerate(queries)], BANDS, THRESHOLD
+    )
 
     expected = [index.match_sketch(q) for q in queries]
     assert twins == expected
-    assert sum(t is not None for t, _ in twins) > len(other)  # exact copies and near ones
+    assert sum(t is not None for t, _ in twins) > len(stored_tasks)  # copies and near ones
     assert any(0 < s < 1 for _, s in twins), "near twins, not only copies"
+    assert {t for t, _ in twins} >= {mine[0].id, other[0].id}, "this round's and others'"
+
+
+def test_a_stored_task_is_not_its_own_twin(
+    catalog: Catalog, round_trajectories: list[Trajectory]
+) -> None:
+    other, mine = _tasks(catalog, _tasks_of(round_trajectories))
+    digest = list(range(64))
+    catalog.tasks.add_goal_sketches({mine[0].id: digest})
+    assert catalog.tasks.goal_twins([(mine[0].id, digest)], BANDS, THRESHOLD) == [(None, 0.0)]
+    catalog.tasks.add_goal_sketches({other[0].id: digest})
+    (twin,) = catalog.tasks.goal_twins([(mine[0].id, digest)], BANDS, THRESHOLD)
+    assert twin == (other[0].id, 1.0)
 
 
 def test_a_batch_of_nothing_and_a_digest_with_no_twin(catalog: Catalog) -> None:
-    assert catalog.tasks.goal_twins([], BANDS, THRESHOLD, ROUND) == []
-    assert catalog.tasks.goal_twins([[1] * 64], BANDS, THRESHOLD, ROUND) == [(None, 0.0)]
+    assert catalog.tasks.goal_twins([], BANDS, THRESHOLD) == []
+    assert catalog.tasks.goal_twins([("new", [1] * 64)], BANDS, THRESHOLD) == [(None, 0.0)]
 
 
 @pytest.mark.parametrize("equal", [57, 58])
@@ -87,7 +103,7 @@ def test_a_shared_band_is_a_twin_only_at_the_threshold(
     stored = list(range(64))
     query = stored[:equal] + [1000 + i for i in range(64 - equal)]  # the first bands equal
     catalog.tasks.add_goal_sketches({other[1].id: stored, other[0].id: stored})
-    (twin,) = catalog.tasks.goal_twins([query], BANDS, THRESHOLD, ROUND)
+    (twin,) = catalog.tasks.goal_twins([("new", query)], BANDS, THRESHOLD)
     if equal / 64 >= THRESHOLD:
         assert twin == (min(other[0].id, other[1].id), equal / 64)  # a tie: the first id
     else:
