@@ -49,15 +49,21 @@ def run_url(api: str, flow_run_id: str | None) -> str:
 def flow_runs(settings: FlywheelSettings, api: str) -> Iterator[None]:
     """Flow runs in this block go to ``api``; if it stops answering for
     ``[prefect] dead_after_s``, the process says how to resume and exits with
-    ``EXIT_SERVER_LOST`` (what the run finished is kept: rerunning resumes it)."""
+    ``EXIT_SERVER_LOST`` (what the run finished is kept: rerunning resumes it). The
+    terminal's progress bars stop with the block, so what the command prints after it
+    is not drawn over."""
+    from flows.progress_bars import TERMINAL
     from flows.servers import prefect_api
     from flows.servers.watch import watch_api
 
-    with (
-        prefect_api(api, settings.retries.prefect_api),
-        watch_api(api, settings.prefect.dead_after_s, _give_up),
-    ):
-        yield
+    try:
+        with (
+            prefect_api(api, settings.retries.prefect_api),
+            watch_api(api, settings.prefect.dead_after_s, _give_up),
+        ):
+            yield
+    finally:
+        TERMINAL.stop()
 
 
 def _give_up(why: str) -> None:

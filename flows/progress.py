@@ -1,6 +1,6 @@
-"""Progress that people can see: a Prefect progress artifact, and log lines that say how
-far long work has come (collection, SFT, RL, evaluation), so a terminal is never silent
-for minutes.
+"""Progress that people can see: a Prefect progress artifact, a bar in the terminal
+(``flows.progress_bars``), and log lines that say how far long work has come
+(collection, SFT, RL, evaluation), so a terminal is never silent for minutes.
 
 Both are safe to call from the worker threads a flow's task runner uses.
 """
@@ -17,22 +17,26 @@ from uuid import UUID
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 from contract import Trajectory
+from flows.progress_bars import TERMINAL, Bar
 
 LOG_EVERY_S = 15.0
 """A progress line at most this often (and at every tenth of the way)."""
 
 
 class ProgressArtifact:
-    """A progress artifact, updated at most once per whole percent."""
+    """A progress artifact, updated at most once per whole percent, and its terminal bar
+    (``bar``; by default one of this process's terminal bars), told of every step."""
 
-    def __init__(self, key: str, description: str) -> None:
+    def __init__(self, key: str, description: str, bar: Bar | None = None) -> None:
         self._id: UUID | None = None
         self._shown = -1
         self._key = key
         self._description = description
+        self._bar = bar if bar is not None else TERMINAL.bar(description)
         self._lock = threading.Lock()
 
     def __call__(self, done: float, total: float) -> None:
+        self._bar(done, total)
         percent = min(100, int(100 * done / total)) if total else 100
         with self._lock:
             if percent == self._shown:
@@ -65,7 +69,7 @@ class CollectionProgress:
         self.tasks = tasks
         self._log = log
         self._every_s = every_s
-        self._artifact = artifact or ProgressArtifact("round-collection", "episodes collected")
+        self._artifact = artifact or ProgressArtifact("round-collection", "tasks collected")
         self._lock = threading.Lock()
         self._outcomes: Counter[str] = Counter()
         self._tasks_seen: set[str] = set()
