@@ -85,17 +85,38 @@ log = logging.getLogger(__name__)
 
 TRAJECTORY_KEY = "trajectory_id"
 """The task data field that identifies the trajectory (set by ``view.task_data``)."""
+HIDDEN_TASK_COLUMNS = (
+    "inner_id",
+    "cancelled_annotations",
+    "total_predictions",
+    "annotations_results",
+    "annotations_ids",
+    "predictions_score",
+    "predictions_model_versions",
+    "predictions_results",
+    "file_upload",
+    "storage_filename",
+    "created_at",
+    "updated_at",
+    "updated_by",
+    "avg_lead_time",
+    "draft_exists",
+)
+"""Label Studio's own task columns an annotator does not need: they come before the data
+columns and pushed them off the screen (the prediction's score is the ``quality``
+column; the id, completion, annotation count and annotators stay)."""
+_HIDDEN_COLUMNS = [
+    *(f"tasks:{column}" for column in HIDDEN_TASK_COLUMNS),
+    *(f"tasks:data.{field}" for field in HIDDEN_FIELDS),
+]
 TASK_LIST_VIEW: dict[str, Any] = {
     "title": "To review",
-    "hiddenColumns": {
-        "explore": [f"tasks:data.{field}" for field in HIDDEN_FIELDS],
-        "labeling": [f"tasks:data.{field}" for field in HIDDEN_FIELDS],
-    },
+    "hiddenColumns": {"explore": _HIDDEN_COLUMNS, "labeling": _HIDDEN_COLUMNS},
     "ordering": [f"tasks:data.{REVIEW_ORDER}"],
 }
 """The project's task list: the annotator's columns (goal, suggestion, routing reason,
-capability, difficulty, outcome...) shown, the rendered page and the step choices hidden,
-the most doubtful items (lowest curator quality) first."""
+capability, difficulty, outcome...) shown, the rendered page, the step choices and Label
+Studio's bookkeeping hidden, the most doubtful items (lowest curator quality) first."""
 
 LOCAL_FILES_URL = "/data/local-files/?d="
 """Where Label Studio serves a file, by its path under the local-files document root."""

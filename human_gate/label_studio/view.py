@@ -466,9 +466,10 @@ def step_options(trajectory: Trajectory) -> list[JsonValue]:
     return [{"value": str(s.index)} for s in trajectory.steps]
 
 
-HIDDEN_FIELDS = ("html", "step_options")
+HIDDEN_FIELDS = ("html", "step_options", "round_id", "task_id")
 """Task data no task-list column should show: the rendered page (the labeling view shows
-it) and the step choices (the form's)."""
+it), the step choices (the form's), the round (the project's own) and the task's id (the
+trajectory's id names the item)."""
 REVIEW_ORDER = "quality"
 """The task list's order: the curator's quality, lowest (most doubtful) first."""
 

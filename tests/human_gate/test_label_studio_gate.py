@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import httpx
 import pytest
 from label_studio_sdk import ImportApiRequest, LabelStudio
 
@@ -108,6 +109,7 @@ def test_the_gate_is_a_human_gate(make_gate: Callable[..., LabelStudioGate]) -> 
 
 def test_submit_imports_each_human_item_once_with_the_curators_prediction(
     sandbox: MobileSandbox,
+    label_studio: LabelStudioAccess,
     client: LabelStudio,
     make_gate: Callable[..., LabelStudioGate],
     round_id: str,
@@ -128,9 +130,23 @@ def test_submit_imports_each_human_item_once_with_the_curators_prediction(
     views: list[Any] = list(client.views.list(project=project))
     (view,) = [v for v in views if v.data.get("title") == "To review"]
     assert view.data["ordering"] == ["tasks:data.quality"], "the most doubtful first"
-    hidden = view.data["hiddenColumns"]["explore"]
-    assert {"tasks:data.html", "tasks:data.step_options"} <= set(hidden)
-    assert not {"tasks:data.goal", "tasks:data.suggested", "tasks:data.reason"} & set(hidden)
+    hidden = set(view.data["hiddenColumns"]["explore"])
+    assert {"tasks:data.html", "tasks:data.step_options"} <= hidden
+    shown = {f"tasks:data.{f}" for f in ("goal", "suggested", "reason", "routing", "outcome")}
+    assert not shown & hidden
+    url, token = label_studio
+    columns = httpx.get(
+        f"{url}/api/dm/columns",
+        params={"project": project},
+        headers={"Authorization": f"Token {token}"},
+    ).json()["columns"]
+    own = {f"tasks:{c['id']}" for c in columns if c.get("parent") is None} - {"tasks:data"}
+    assert own - hidden == {
+        "tasks:id",
+        "tasks:completed_at",
+        "tasks:total_annotations",
+        "tasks:annotators",
+    }, "Label Studio's bookkeeping columns push the data columns off the screen"
     tasks = tasks_by_trajectory(client, project)
     assert len(list(client.tasks.list(project=project))) == len(human)
     assert set(tasks) == set(human)
