@@ -21,7 +21,8 @@ forgives repeated tags, whitespace and trailing text; a block that still is not 
 object with a ``name`` stays in the reply's content, so the session records a typed
 ``malformed_output`` error and the episode goes on; a reply cut off by
 ``max_new_tokens`` keeps ``finish_reason="length"``. A context that would outgrow
-``max_context`` ends in an empty reply (``finish_reason="length"``) without generating.
+``context_limit`` (``max_context``, or the model's own context if smaller) ends in an
+empty reply (``finish_reason="length"``) without generating.
 """
 
 from __future__ import annotations
@@ -91,6 +92,14 @@ class LocalChatModel:
             raise InvalidInputError("max_new_tokens", f"{self.max_new_tokens} is below 1")
         if not getattr(self.tokenizer, "chat_template", None):
             raise TemplateError("the tokenizer has no chat template")
+
+    @property
+    def context_limit(self) -> int:
+        """The longest context a reply may end at: ``max_context``, or the model's own
+        (``max_position_embeddings``) if smaller, since positions past it were never
+        trained (transformers warns and the replies degrade)."""
+        positions = getattr(self.model.config, "max_position_embeddings", None)
+        return min(self.max_context, positions) if positions else self.max_context
 
     @property
     def info(self) -> PolicyInfo:
@@ -181,7 +190,7 @@ class _TracedSource:
                 )
             self.trace.add(chat.encode(text[len(self._rendered) :]), generated=False)
         context = self.trace.context
-        if len(context) + chat.max_new_tokens > chat.max_context:
+        if len(context) + chat.max_new_tokens > chat.context_limit:
             return Reply(None, None, "length", (), len(context), 0), 0, ""
         new, stopped = chat.generate(context)
         self.trace.add(new, generated=True)

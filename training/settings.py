@@ -153,7 +153,13 @@ class RlSettings(Hyperparameters):
         le=200,
         description="one step budget for every episode; default: the budget each task records",
     )
-    max_context: int = Field(default=8192, ge=64, le=1_048_576)
+    max_context: int = Field(
+        default=8192,
+        ge=64,
+        le=1_048_576,
+        description="the longest context a reply may end at (the model's own is the bound "
+        "when smaller): past it the episode's reply is empty, finish reason length",
+    )
     token_budget: int | None = Field(
         default=None,
         ge=1,

@@ -131,6 +131,17 @@ def test_a_context_past_its_limit_gives_an_empty_reply_without_generating(
     assert step.feedback.error.kind is ErrorKind.MALFORMED_OUTPUT
 
 
+def test_the_model_s_own_context_bounds_a_larger_max_context(
+    base: BaseModel, task: TaskSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = ScriptedLocal(base.model, base.tokenizer, name="tiny", max_context=1_000_000)
+    assert policy.context_limit == base.model.config.max_position_embeddings
+    monkeypatch.setattr(base.model.config, "max_position_embeddings", 100)
+    assert policy.context_limit == 100
+    (step,) = run_episode(task, MobileSandbox(), policy, max_steps=1).steps
+    assert step.output_tokens == 0, "generated past the model's positions"
+
+
 def test_a_tokenizer_without_a_chat_template_is_refused(base: BaseModel) -> None:
     tokenizer = base.tokenizer.__class__(tokenizer_object=base.tokenizer.backend_tokenizer)
     with pytest.raises(TemplateError, match="chat template"):
