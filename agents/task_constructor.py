@@ -571,8 +571,8 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
         repair_of = dict(state.get("repair_of", {}))
         rejected = list(state.get("rejected", []))
         goals = state.get("known_goals") or GoalsInMemory([], threshold)
+        # This batch's accepted goals; the known goals are asked for all at once.
         batch = NearDuplicateIndex(threshold=threshold)
-        """This batch's accepted goals (the known goals are asked for all at once)."""
         accepted_goals: list[tuple[str, Sketch]] = []
         known = state.get("known_fingerprints", frozenset())
         dev = state.get("dev_fingerprints", frozenset())

@@ -69,19 +69,25 @@ class TerminalBars:
         return self._progress is not None
 
     def bar(self, description: str) -> Bar:
-        """A bar for one piece of work, drawn from its first report; a no-op off a
-        terminal."""
-        task: list[TaskID] = []
+        """A bar for one piece of work, drawn from its first report (again in a later
+        display if its own stopped before it finished); a no-op off a terminal."""
+        shown: list[tuple[Progress, TaskID]] = []
+        """The display the bar is in, and its task there."""
 
         def report(done: float, total: float) -> None:
             with self._lock:
                 try:
-                    progress = self._progress if task else self._start()
-                    if progress is None:
-                        return
-                    if not task:
-                        task.append(progress.add_task(description, total=total))
-                    progress.update(task[0], completed=done, total=total)
+                    if shown and shown[0][0] is self._progress:
+                        progress, task = shown[0]
+                    elif shown and done >= total:
+                        return  # finished, and its display is gone: nothing to redraw
+                    else:
+                        started = self._start()
+                        if started is None:
+                            return
+                        progress, task = started, started.add_task(description, total=total)
+                        shown[:] = [(progress, task)]
+                    progress.update(task, completed=done, total=total)
                     if all(t.finished for t in progress.tasks):
                         self._stop_locked()
                 except Exception as exc:  # a display problem must not stop the work

@@ -102,6 +102,26 @@ class _Tty(io.StringIO):
         return True
 
 
+def test_a_bar_whose_display_stopped_is_drawn_again_in_the_next() -> None:
+    console, out = _terminal()
+    bars = TerminalBars(lambda: console)
+    sft, evaluation = bars.bar("SFT steps done"), bars.bar("development episodes done")
+    sft(1, 5)
+    bars.stop()  # a command's flow runs ended with the bar unfinished
+    evaluation(1, 4)
+    sft(2, 5)
+    assert bars.showing
+    sft(5, 5)
+    evaluation(4, 4)
+
+    assert not bars.showing
+    lines = _lines(out)
+    assert any("SFT steps done" in line and "5/5" in line for line in lines)
+    assert any("development episodes done" in line and "4/4" in line for line in lines)
+    evaluation(4, 4)  # told again once done: no display for it
+    assert not bars.showing
+
+
 @pytest.fixture
 def prefect_console() -> Iterator[tuple[Console, io.StringIO]]:
     """The console of a Prefect log handler on the root logger, writing to a terminal."""
