@@ -10,7 +10,7 @@ import typer
 
 from cli.identifiers import checked
 from cli.output import emit_json, table
-from contract import DATASET_ID
+from contract import DATASET_ID, moment
 from training.settings import LATEST, resolve_dataset
 
 if TYPE_CHECKING:
@@ -295,7 +295,7 @@ def dataset_text(summary: DatasetDescription) -> str:
     if approval:
         who = "automatically" if approval["automatic"] else f"by {approval['approver']}"
         comment = f": {approval['comment']}" if approval.get("comment") else ""
-        lines.append(f"Approved {who} at {approval['decided_at']}{comment}")
+        lines.append(f"Approved {who} at {moment(approval['decided_at'])}{comment}")
     for dimension, counts in summary["counts"].items():
         lines += ["", table((dimension, "trajectories"), sorted(counts.items()))]
     achieved: dict[str, dict[str, float]] = summary.get("achieved") or {}

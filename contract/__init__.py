@@ -19,7 +19,14 @@ from contract.actions import (
     action_adapter,
     describe_json,
 )
-from contract.base import TRUSTED_IDS, IdentifiedRecord, Record, canonical_json, content_hash
+from contract.base import (
+    TRUSTED_IDS,
+    IdentifiedRecord,
+    Record,
+    canonical_json,
+    content_hash,
+    moment,
+)
 from contract.curation import (
     ApprovalDecision,
     CurationRecord,
@@ -297,6 +304,7 @@ __all__ = [
     "field_path",
     "gui_action_adapter",
     "invalid_input",
+    "moment",
     "parse_feedback_report",
     "safe_component",
     "step_budget",

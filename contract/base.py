@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import orjson
@@ -19,6 +20,11 @@ from pydantic import (
 def canonical_json(value: Any) -> bytes:
     """Serialize plain JSON data with sorted keys: the bytes that content ids hash."""
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def moment(iso: str) -> str:
+    """A stored ISO timestamp as people read it: to the second, in UTC."""
+    return datetime.fromisoformat(iso).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def content_hash(value: Any, length: int = 20) -> str:

@@ -40,6 +40,7 @@ from contract import (
     Split,
     TaskSpec,
     Trajectory,
+    moment,
 )
 from curation.balance import Candidate
 from curation.dedup import MinHasher, word_shingles
@@ -665,7 +666,7 @@ class RoundSummary(BaseModel):
         if self.approval:
             lines.append(
                 f"Proposal {self.approval['decision']}d by {self.approval['approver']} "
-                f"at {self.approval['decided_at']}"
+                f"at {moment(self.approval['decided_at'])}"
             )
         if self.waiting:
             lines += ["", f"**Waiting for people.** {self.waiting.text()}"]

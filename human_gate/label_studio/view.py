@@ -498,7 +498,7 @@ def task_data(
         "steps": len(t.steps),
         "routing": rec.routing.value,
         "suggested": rec.suggested.value,
-        "quality": rec.quality,
+        "quality": round(rec.quality, 3),
         "reason": visible(rec.reason),
         "outcome": t.metadata.outcome.value,
         "verifier_passed": t.verdict.passed,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from cli.rounds import _round_text
+from contract import moment
 from flows.round_stages import PeopleWaiting, RoundSummary
 from human_gate import GateUnavailableError, Workplace
 
@@ -43,3 +44,19 @@ def test_a_round_nobody_waits_on_says_nothing_of_people() -> None:
     summary = _summary(None)
     for shown in (summary.markdown(), _round_text(summary, "http://127.0.0.1:4200/runs/1")):
         assert "people" not in shown
+
+
+def test_the_approval_time_reads_to_the_second_in_utc() -> None:
+    summary = _summary(None).model_copy(
+        update={
+            "approval": {
+                "dataset_id": "ds-1",
+                "decision": "approve",
+                "approver": "auto",
+                "automatic": True,
+                "decided_at": "2026-12-04T02:07:31.912755Z",
+            }
+        }
+    )
+    assert "Proposal approved by auto at 2026-12-04 02:07:31 UTC" in summary.markdown()
+    assert moment("2026-12-04T03:07:31.5+01:00") == "2026-12-04 02:07:31 UTC"
