@@ -2,7 +2,7 @@
 (``flows.progress_bars``), and log lines that say how far long work has come
 (collection, SFT, RL, evaluation), so a terminal is never silent for minutes.
 
-Both are safe to call from the worker threads a flow's task runner uses.
+All are safe to call from the worker threads a flow's task runner uses.
 """
 
 from __future__ import annotations

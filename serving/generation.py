@@ -196,13 +196,12 @@ def load_folder(path: str | Path, model_id: str, name: str) -> LoadedModel:
         problem = f"{folder}: does not load ({type(exc).__name__}: {exc})"
         raise InvalidInputError("path", problem) from exc
     chat = LocalChatModel(base.model, base.tokenizer, name, temperature=0.0, max_new_tokens=1)
-    limit = getattr(base.model.config, "max_position_embeddings", None)
     return LoadedModel(
         model_id=model_id,
         name=name,
         path=folder,
         chat=chat,
-        context_limit=limit if isinstance(limit, int) and limit > 0 else None,
+        context_limit=chat.positions,
         loaded_at=int(time.time()),
     )
 

@@ -94,12 +94,19 @@ class LocalChatModel:
             raise TemplateError("the tokenizer has no chat template")
 
     @property
+    def positions(self) -> int | None:
+        """The model's own context (``max_position_embeddings``: prompt and reply
+        together); None when its config does not say."""
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        return limit if isinstance(limit, int) and limit > 0 else None
+
+    @property
     def context_limit(self) -> int:
         """The longest context a reply may end at: ``max_context``, or the model's own
-        (``max_position_embeddings``) if smaller, since positions past it were never
-        trained (transformers warns and the replies degrade)."""
-        positions = getattr(self.model.config, "max_position_embeddings", None)
-        return min(self.max_context, positions) if positions else self.max_context
+        (``positions``) if smaller, since positions past it were never trained
+        (transformers warns and the replies degrade)."""
+        positions = self.positions
+        return self.max_context if positions is None else min(self.max_context, positions)
 
     @property
     def info(self) -> PolicyInfo:
