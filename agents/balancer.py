@@ -24,6 +24,7 @@ from langgraph.graph.state import CompiledStateGraph
 from agents.llm import JsonLLM, LLMFailure, consult
 from contract import (
     DatasetVersion,
+    FinalReview,
     MixTarget,
     RemovalReason,
     RemovedMember,
@@ -60,15 +61,21 @@ RATIONALE_SYSTEM = (
 )
 
 
+Decision = Review | FinalReview
+"""The review that counts for a trajectory: a whole record (``final_decisions`` of
+reviews in memory) or what a store computed of it (``ReviewStore.final_reviews``)."""
+
+
 class BalancerState(TypedDict, total=False):
     """The balancer's state. Inputs: ``round_id``, ``parent``, ``pool``,
-    ``reviews`` and optionally ``human_reviewed``; the nodes fill in the rest."""
+    ``decisions`` and optionally ``human_reviewed``; the nodes fill in the rest."""
 
     round_id: str
     parent: str | None
     pool: list[Candidate]
     """Every reviewed trajectory of the round (and those carried into it)."""
-    reviews: list[Review]
+    decisions: Mapping[str, Decision]
+    """The review that counts per trajectory id (a person's over an automatic one)."""
     human_reviewed: int | None
     """Reviews by a person behind the version; None (or absent): the members whose final
     review is a person's."""
@@ -82,8 +89,6 @@ class BalancerState(TypedDict, total=False):
     preserved: frozenset[str]
     """Fingerprints of the preservation set: never down-weighted."""
     removed: list[RemovedMember]
-    decisions: dict[str, Review]
-    """The final review per trajectory id (a person's wins over an automatic one)."""
     candidates: list[Candidate]
     """Trajectories whose final decision is approve or correct."""
     dropped: dict[str, int]
@@ -104,7 +109,7 @@ class Node(Protocol):
 
 def select(state: BalancerState) -> BalancerState:
     """Trajectories whose final review approves or corrects them."""
-    decisions = final_decisions(state["reviews"])
+    decisions = state["decisions"]
     candidates: list[Candidate] = []
     dropped = {DROPPED_UNREVIEWED: 0, DROPPED_NOT_APPROVED: 0, DROPPED_NOW_FAILING: 0}
     now_failing = state.get("now_failing", frozenset())
@@ -131,7 +136,6 @@ def select(state: BalancerState) -> BalancerState:
         if candidate.trajectory_id in inherited:
             removed.append(_removal(candidate, reason, detail))
     return {
-        "decisions": decisions,
         "candidates": candidates,
         "dropped": dropped,
         "removed": removed,
@@ -268,7 +272,7 @@ def build_balancer_graph(
 def run_balancer(
     round_id: str,
     trajectories: Iterable[Candidate | Trajectory],
-    reviews: Iterable[Review],
+    decisions: Mapping[str, Decision],
     target: MixTarget,
     *,
     parent: str | None = None,
@@ -281,6 +285,8 @@ def run_balancer(
     preserved: Collection[str] = (),
 ) -> BalancerState:
     """Run the balancer graph once; the final state (``version`` None when empty).
+    ``decisions``: the review that counts per trajectory id (``final_decisions`` of the
+    reviews, or a store's ``final_reviews``);
     ``now_failing``: trajectories left out because today's verifier fails them;
     ``inherited``: those of ``trajectories`` that are the parent's members (a removal of
     one is recorded with its reason); ``down_weights``: weight factors by template,
@@ -290,7 +296,7 @@ def run_balancer(
         "round_id": round_id,
         "parent": parent,
         "pool": candidates_of(trajectories),
-        "reviews": list(reviews),
+        "decisions": decisions,
         "human_reviewed": human_reviewed,
         "now_failing": frozenset(now_failing),
         "inherited": frozenset(inherited),
@@ -315,7 +321,7 @@ def balance(
     state = run_balancer(
         round_id,
         trajectories,
-        reviews,
+        final_decisions(reviews),
         target,
         parent=parent,
         human_reviewed=human_reviewed,

@@ -143,9 +143,7 @@ def run_stages(home: Path, out: Path) -> list[Stage]:
         def balance() -> Proposal | None:
             pool = round_pool(home, ROUND, [])
             stale = [r.trajectory_id for r in pool.stale]
-            return propose_dataset(
-                home, ROUND, pool.trajectory_ids, pool.reviews, default_target(), None, stale
-            )
+            return propose_dataset(home, ROUND, pool.trajectory_ids, default_target(), None, stale)
 
         proposal = timed("balance", "candidates", lambda _: reviewed, balance)
         if proposal is None:

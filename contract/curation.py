@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from pydantic import AwareDatetime, Field, JsonValue
 
@@ -101,6 +101,20 @@ class Review(IdentifiedRecord):
     erroneous_steps: tuple[int, ...] = Field(
         default=(), description="steps an annotator marked wrong (masked out of SFT loss)"
     )
+    note: str | None = None
+
+
+class FinalReview(NamedTuple):
+    """What a version reads of the review that counts for a trajectory (the ranking of
+    :class:`Review`), without the record around it: balancing a round of any size holds
+    one of these a trajectory, not every review."""
+
+    trajectory_id: str
+    decision: ReviewDecision
+    reviewer: str
+    automatic: bool
+    reason: str = ""
+    erroneous_steps: tuple[int, ...] = ()
     note: str | None = None
 
 

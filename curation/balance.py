@@ -25,6 +25,7 @@ from contract import (
     DatasetMember,
     DatasetVersion,
     Difficulty,
+    FinalReview,
     InvalidInputError,
     MixTarget,
     Outcome,
@@ -442,7 +443,7 @@ def dataset_content_hash(members: Iterable[DatasetMember]) -> str:
 
 
 def with_reviews(
-    members: Iterable[DatasetMember], decisions: Mapping[str, Review]
+    members: Iterable[DatasetMember], decisions: Mapping[str, Review | FinalReview]
 ) -> tuple[DatasetMember, ...]:
     """The members carrying their final review: decision, whether a person made it, the
     steps a person marked erroneous, and a correction's note."""

@@ -162,7 +162,6 @@ def propose_task(
         home,
         round_id,
         pool.trajectory_ids,
-        pool.reviews,
         target,
         llm,
         [r.trajectory_id for r in pool.stale],

@@ -488,7 +488,6 @@ def propose_dataset(
     home: Path,
     round_id: str,
     trajectory_ids: Sequence[str],
-    reviews: Sequence[Review],
     target: MixTarget,
     llm: JsonLLM | None = None,
     now_failing: Collection[str] = (),
@@ -496,7 +495,8 @@ def propose_dataset(
 ) -> Proposal | None:
     """The version to approve, or None when nothing is approved: the parent version's
     members and the approved successes among ``trajectory_ids``, weighed together towards
-    the target mix from the catalog's columns.
+    the target mix from the catalog's columns, each with the review that counts for it as
+    the store computes it (no review record is read).
 
     A parent member stays unless its final review (every stored review of it counts, a
     person's over an automatic one) no longer approves it, or today's verifier fails it
@@ -512,12 +512,12 @@ def propose_dataset(
             Candidate.from_row(row)
             for row in catalog.trajectories.balance_rows([*trajectory_ids, *inherited])
         ]
-        reviews = [*reviews, *catalog.reviews.of_trajectories(inherited)]
+        decisions = catalog.reviews.final_reviews([*trajectory_ids, *inherited])
         stale_parents = [r.trajectory_id for r in stale_successes(_older(catalog, inherited))]
     state = run_balancer(
         round_id,
         pool,
-        reviews,
+        decisions,
         target,
         parent=parent,
         llm=llm,
@@ -532,11 +532,10 @@ def propose_dataset(
 @dataclass(frozen=True)
 class RoundPool:
     """What balancing weighs, read from the catalog: the round's trajectories and the
-    items carried into it (ids), every review of them, and those of them that passed an
-    older verifier and fail today's."""
+    items carried into it (ids), and those of them that passed an older verifier and fail
+    today's."""
 
     trajectory_ids: list[str]
-    reviews: list[Review]
     stale: list[Reverification]
 
 
@@ -547,10 +546,8 @@ def round_pool(home: Path, round_id: str, carried_in: Sequence[str]) -> RoundPoo
         ids = [tid for tid, _ in catalog.trajectories.fingerprints(round_id)]
         ours = set(ids)
         ids += [tid for tid in carried_in if tid not in ours]
-        reviews = catalog.reviews.of_round(round_id)
-        reviews += catalog.reviews.of_trajectories(list(carried_in))
         older = _older(catalog, ids)
-    return RoundPool(sorted(ids), reviews, stale_successes(older))
+    return RoundPool(sorted(ids), stale_successes(older))
 
 
 def _older(catalog: Catalog, trajectory_ids: Sequence[str]) -> list[Trajectory]:

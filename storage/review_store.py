@@ -7,14 +7,21 @@ from datetime import timedelta
 
 import pyarrow.compute as pc
 
-from contract import CurationRecord, Review, Trajectory
+from contract import (
+    CurationRecord,
+    FinalReview,
+    Review,
+    ReviewDecision,
+    Trajectory,
+)
 from storage import carry_over
 from storage.connection import CatalogFile
 from storage.curation_files import read_curation_file
 from storage.errors import CatalogError
 from storage.locations import Location
+from storage.round_facts import THE_REVIEW_THAT_COUNTS
 from storage.rows import CURATION_SCHEMA, REVIEW_SCHEMA, curation_row, review_row
-from storage.sql import insert_rows, insert_table, now, unique
+from storage.sql import ids_table, insert_rows, insert_table, now, registered, unique
 from storage.stores import CarriedItems
 from storage.trajectory_store import load_trajectories
 
@@ -91,6 +98,27 @@ class DuckDBReviewStore:
                 [sorted(set(trajectory_ids))],
             ).fetchall()
         return [Review.model_validate_json(record) for (record,) in rows]
+
+    def final_reviews(self, trajectory_ids: Sequence[str]) -> dict[str, FinalReview]:
+        wanted = list(dict.fromkeys(trajectory_ids))
+        if not wanted:
+            return {}
+        with self._file.read() as con, registered(con, "_wanted", ids_table(wanted)):
+            rows = con.execute(
+                "SELECT trajectory_id, decision, reviewer, automatic, "
+                "coalesce(record->>'reason', ''), "
+                "coalesce(CAST(record->'erroneous_steps' AS INTEGER[]), []), "
+                "record->>'note' "
+                "FROM reviews WHERE trajectory_id IN (SELECT id FROM _wanted) "
+                f"QUALIFY {THE_REVIEW_THAT_COUNTS} ORDER BY trajectory_id"
+            ).fetchall()
+        decisions = {d.value: d for d in ReviewDecision}
+        return {
+            row[0]: FinalReview(
+                row[0], decisions[row[1]], row[2], row[3], row[4], tuple(row[5]), row[6]
+            )
+            for row in rows
+        }
 
     def carry_over(self, round_id: str, gate: str, trajectory_ids: Sequence[str]) -> int:
         with self._file.write() as con:

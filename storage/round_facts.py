@@ -95,6 +95,16 @@ class RoundTally(NamedTuple):
     """Only the capabilities the round has tasks or trajectories of."""
 
 
+THE_REVIEW_THAT_COUNTS = f"""row_number() OVER (
+        PARTITION BY trajectory_id
+        ORDER BY CASE WHEN automatic THEN 0
+                      WHEN starts_with(reviewer, '{CONSENSUS_REVIEWER_PREFIX}') THEN 2
+                      ELSE 1 END DESC,
+                 created_at DESC, rowid DESC
+    ) = 1"""
+"""A ``QUALIFY`` condition over ``reviews`` that keeps, per trajectory, the review that
+counts (``Review``'s docstring; ``human_gate.final_decisions`` over records)."""
+
 _FINAL_REVIEWS = f"""
 kept AS (
     SELECT trajectory_id AS id FROM curations WHERE round_id = $round AND kept
@@ -103,13 +113,7 @@ kept AS (
            trajectory_id IN (SELECT id FROM kept) AS kept, decision, automatic
     FROM reviews
     WHERE round_id = $round OR list_contains($carried, trajectory_id)
-    QUALIFY row_number() OVER (
-        PARTITION BY trajectory_id
-        ORDER BY CASE WHEN automatic THEN 0
-                      WHEN starts_with(reviewer, '{CONSENSUS_REVIEWER_PREFIX}') THEN 2
-                      ELSE 1 END DESC,
-                 created_at DESC, rowid DESC
-    ) = 1
+    QUALIFY {THE_REVIEW_THAT_COUNTS}
 ), members AS (
     SELECT trajectory_id AS id FROM dataset_members WHERE dataset_id = $dataset
 )"""

@@ -22,6 +22,7 @@ from contract import (
     DatasetVersion,
     DeploymentRecord,
     FeedbackReport,
+    FinalReview,
     ModelAlias,
     ModelRecord,
     RejectedTask,
@@ -345,6 +346,13 @@ class ReviewStore(Protocol):
 
     def of_trajectories(self, trajectory_ids: Sequence[str]) -> list[Review]:
         """Gate decisions on ``trajectory_ids``, whatever their round, in recorded order."""
+        ...
+
+    def final_reviews(self, trajectory_ids: Sequence[str]) -> dict[str, FinalReview]:
+        """The review that counts for each of ``trajectory_ids`` that has one, whatever
+        its round (``human_gate.final_decisions``' ranking: a consensus over a person's
+        over an automatic review, the later recorded among equals), by trajectory id in
+        order; computed by the store, so no other review is read."""
         ...
 
     def carry_over(self, round_id: str, gate: str, trajectory_ids: Sequence[str]) -> int:

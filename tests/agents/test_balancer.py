@@ -43,7 +43,7 @@ from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
 from flows.approval import LEFT_OUT, Proposal
 from flows.round_stages import stale_successes
-from human_gate import AutoGate, GateItem
+from human_gate import AutoGate, GateItem, final_decisions
 from tests.fakes import RawReply, Reply, ScriptedChatServer, error_reply, json_reply, text_reply
 
 TARGET = default_target()
@@ -90,7 +90,7 @@ def trainable(t: Trajectory) -> bool:
 def test_dev_tasks_and_failures_never_enter_a_version_even_if_approved(
     episodes: list[Trajectory],
 ) -> None:
-    state = run_balancer("r", episodes, approve_all(episodes), TARGET)
+    state = run_balancer("r", episodes, final_decisions(approve_all(episodes)), TARGET)
     version = state["version"]
     assert version is not None
     by_id = {t.id: t for t in episodes}
@@ -118,7 +118,7 @@ def test_only_final_approvals_and_corrections_are_candidates(
         human(rejected, ReviewDecision.REJECT),
         human(quarantined, ReviewDecision.QUARANTINE),
     ]
-    state = run_balancer("r", good, reviews, TARGET, parent="ds-parent")
+    state = run_balancer("r", good, final_decisions(reviews), TARGET, parent="ds-parent")
     version = state["version"]
     assert version is not None
     members = {m.trajectory_id for m in version.members}
@@ -147,7 +147,7 @@ def test_the_same_input_gives_the_same_version(episodes: list[Trajectory]) -> No
 
 def test_no_candidates_freeze_no_version(episodes: list[Trajectory]) -> None:
     rejected = [human(t, ReviewDecision.REJECT) for t in episodes]
-    state = run_balancer("r", episodes, approve_all(episodes) + rejected, TARGET)
+    state = run_balancer("r", episodes, final_decisions(approve_all(episodes) + rejected), TARGET)
     assert state["version"] is None
     assert state["dropped"][DROPPED_NOT_APPROVED] == len(episodes)
     assert state["report"] == []
@@ -155,7 +155,7 @@ def test_no_candidates_freeze_no_version(episodes: list[Trajectory]) -> None:
 
 
 def test_the_report_lays_achieved_against_target(episodes: list[Trajectory]) -> None:
-    state = run_balancer("r", episodes, approve_all(episodes), TARGET)
+    state = run_balancer("r", episodes, final_decisions(approve_all(episodes)), TARGET)
     rows = state["report"]
     assert {(r.dimension, r.value) for r in rows} >= {
         ("capability", "memory"),
@@ -172,7 +172,7 @@ def test_the_graph_runs_select_weigh_report_propose(episodes: list[Trajectory]) 
     order = [
         next(iter(update))
         for update in graph.stream(
-            {"round_id": "r", "parent": None, "pool": candidates_of(episodes), "reviews": []}
+            {"round_id": "r", "parent": None, "pool": candidates_of(episodes), "decisions": {}}
         )
     ]
     assert order == ["select", "weigh", "report", "propose"]
@@ -180,7 +180,7 @@ def test_the_graph_runs_select_weigh_report_propose(episodes: list[Trajectory]) 
 
 def rationale_state(episodes: list[Trajectory], server: ScriptedChatServer) -> BalancerState:
     llm = OpenAIJsonLLM(make_client(server.base_url, None, 5.0), "scripted-model")
-    return run_balancer("r", episodes, approve_all(episodes), TARGET, llm=llm)
+    return run_balancer("r", episodes, final_decisions(approve_all(episodes)), TARGET, llm=llm)
 
 
 def test_the_llm_writes_the_rationale(episodes: list[Trajectory]) -> None:
@@ -250,7 +250,9 @@ def test_members_carry_their_final_review(episodes: list[Trajectory]) -> None:
         person(bare, ReviewDecision.CORRECT),
     ]
     # a person's review wins over the automatic one, recorded before or after it
-    state = run_balancer("r", good, people[:2] + approve_all(good) + people[2:], TARGET)
+    state = run_balancer(
+        "r", good, final_decisions(people[:2] + approve_all(good) + people[2:]), TARGET
+    )
     version = state["version"]
     assert version is not None
     members = {m.trajectory_id: m for m in version.members}
@@ -311,12 +313,12 @@ def test_successes_that_todays_verifier_fails_are_left_out_and_counted() -> None
     stale = stale_successes(old)
     stale_ids = {r.trajectory_id for r in stale}
     assert len(stale_ids) >= 3 and all(r.now_fails for r in stale)
-    state = run_balancer("r", old, approve_all(old), TARGET, now_failing=stale_ids)
+    state = run_balancer("r", old, final_decisions(approve_all(old)), TARGET, now_failing=stale_ids)
     version = state["version"]
     assert version is not None
     assert stale_ids.isdisjoint(m.trajectory_id for m in version.members)
     assert state["dropped"][DROPPED_NOW_FAILING] == len(stale_ids)
     shown = Proposal.of(state).markdown()  # type: ignore[union-attr]
     assert f"{len(stale_ids)} {LEFT_OUT[DROPPED_NOW_FAILING]}" in shown
-    untouched = run_balancer("r", old, approve_all(old), TARGET)["version"]
+    untouched = run_balancer("r", old, final_decisions(approve_all(old)), TARGET)["version"]
     assert untouched is not None and len(untouched.members) == len(version.members) + len(stale_ids)

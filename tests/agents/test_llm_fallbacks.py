@@ -27,6 +27,7 @@ from curation.balance import default_target
 from curation.routing import CuratorConfig
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
+from human_gate import final_decisions
 from tests.agents.test_balancer import approve_all
 from tests.fakes import refusing_url
 
@@ -115,8 +116,8 @@ def test_the_balancer_proposes_without_a_rationale(episodes: list[Trajectory]) -
     train = [t for t in episodes if t.task.split is Split.TRAIN]
     reviews = approve_all(train)
     target = default_target()
-    state = run_balancer("r", train, reviews, target, llm=refusing())
-    plain = run_balancer("r", train, reviews, target)
+    state = run_balancer("r", train, final_decisions(reviews), target, llm=refusing())
+    plain = run_balancer("r", train, final_decisions(reviews), target)
     assert state["rationale"] is None
     (error,) = state["errors"]
     assert error.startswith("rationale: ") and "APIConnectionError" in error

@@ -59,11 +59,7 @@ def approval(t: Trajectory, round_id: str) -> Review:
 def propose(
     home: Path, round_id: str, trajectories: list[Trajectory], plan: GenerationPlan | None = None
 ) -> DatasetVersion:
-    with Catalog.open(catalog_path(home)) as catalog:
-        reviews = catalog.reviews.of_round(round_id)
-    proposal = propose_dataset(
-        home, round_id, [t.id for t in trajectories], reviews, TARGET, plan=plan
-    )
+    proposal = propose_dataset(home, round_id, [t.id for t in trajectories], TARGET, plan=plan)
     assert proposal is not None
     with Catalog.open(catalog_path(home)) as catalog:
         catalog.datasets.freeze(proposal.version)
@@ -119,9 +115,7 @@ def three_rounds(tmp_path_factory: pytest.TempPathFactory, sandbox: MobileSandbo
             "preserve": (Replay(fingerprint=same[0].task.fingerprint, attempts=1),),
         }
     )
-    with Catalog.open(catalog_path(home)) as catalog:
-        reviews = catalog.reviews.of_round("round-3")
-    plain = propose_dataset(home, "round-3", [t.id for t in rounds[2]], reviews, TARGET)
+    plain = propose_dataset(home, "round-3", [t.id for t in rounds[2]], TARGET)
     assert plain is not None
     third = propose(home, "round-3", rounds[2], plan)
     return Rounds(home, [first, second, third], rounds, rejected, plain.version, template, same[0])

@@ -17,6 +17,7 @@ from contract import (
     Trajectory,
 )
 from flows.approval import AUTOMATIC_APPROVER, Proposal, request_approval
+from human_gate import final_decisions
 
 TARGET = MixTarget(
     capability={"tool_use": 0.25, "memory": 0.25, "skills": 0.25, "subagent": 0.25},
@@ -55,7 +56,7 @@ def proposal(faulty_trajectories: list[Trajectory]) -> Proposal:
         run_balancer(
             "r",
             runs + failures + unreviewed,
-            reviews + [_review(t, ReviewDecision.APPROVE) for t in failures],
+            final_decisions(reviews + [_review(t, ReviewDecision.APPROVE) for t in failures]),
             TARGET,
         )
     )
@@ -79,7 +80,7 @@ def test_the_proposal_shows_its_composition_and_what_was_left_out(proposal: Prop
 def test_nothing_approved_proposes_nothing(faulty_trajectories: list[Trajectory]) -> None:
     runs = faulty_trajectories[:10]
     rejected = [_review(t, ReviewDecision.REJECT, reviewer="ana") for t in runs]
-    assert Proposal.of(run_balancer("r", runs, rejected, TARGET)) is None
+    assert Proposal.of(run_balancer("r", runs, final_decisions(rejected), TARGET)) is None
 
 
 def test_unattended_mode_records_an_automatic_approval_of_this_content(

@@ -1,5 +1,6 @@
-"""A round's summary and gate counts, made by the catalog, against the same counts made
-from the records with ``final_decisions`` (the rule a gate applies)."""
+"""A round's summary, gate counts and the reviews that count, made by the catalog,
+against the same made from the records with ``final_decisions`` (the rule a gate
+applies)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from contract import (
     Capability,
     DropReason,
+    FinalReview,
     Outcome,
     Review,
     ReviewDecision,
@@ -126,6 +128,41 @@ def test_the_tally_counts_what_the_records_count(
     assert tally == _oracle(ingested, ROUND, carried_in, dataset_id)
     assert tally.approved and tally.rejected and tally.carried_in_approved
     assert tally.curated == tally.approved + tally.rejected + tally.pending
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_the_reviews_that_count_are_those_the_records_give(
+    ingested: Catalog, round_trajectories: list[Trajectory], seed: int
+) -> None:
+    _reviewed_round(ingested, round_trajectories, seed)
+    ids = sorted({t.id for t in round_trajectories})
+    marked = [
+        Review(
+            trajectory_id=t,
+            round_id=ROUND,
+            decision=ReviewDecision.CORRECT,
+            reviewer=f"{CONSENSUS_REVIEWER_PREFIX}majority",
+            automatic=False,
+            erroneous_steps=(3, 1),
+            note=f"fix {n}",
+        )
+        for n, t in enumerate(ids[::5])
+    ]
+    ingested.reviews.add(marked)
+
+    counted = ingested.reviews.final_reviews([*reversed(ids), "traj-unknown", ids[0]])
+
+    records = final_decisions(ingested.reviews.of_trajectories(ids))
+    assert counted == {
+        t: FinalReview(t, r.decision, r.reviewer, r.automatic, r.reason, r.erroneous_steps, r.note)
+        for t, r in records.items()
+    }
+    assert list(counted) == sorted(records)
+    assert {counted[r.trajectory_id] for r in marked} == {
+        FinalReview(r.trajectory_id, r.decision, r.reviewer, False, "", (3, 1), r.note)
+        for r in marked
+    }
+    assert ingested.reviews.final_reviews([]) == {}
 
 
 @pytest.mark.parametrize("seed", [4, 5])
