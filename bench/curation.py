@@ -152,8 +152,8 @@ def run_stages(home: Path, out: Path) -> list[Stage]:
         timed(
             "freeze",
             "members",
-            lambda _: len(version.members),
-            lambda: decide_dataset(home, version, automatic_approval(version, None)),
+            lambda _: version.members,
+            lambda: decide_dataset(home, version.id, automatic_approval(version, None)),
         )
         for fmt in FORMATS:
 

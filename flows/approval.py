@@ -22,7 +22,13 @@ from agents.balancer import (
     DROPPED_UNREVIEWED,
     BalancerState,
 )
-from contract import ApprovalDecision, DatasetApproval, DatasetVersion, FlywheelError
+from contract import (
+    ApprovalDecision,
+    DatasetApproval,
+    DatasetVersion,
+    FlywheelError,
+    MixTarget,
+)
 from curation.balance import DROPPED_DEV, DROPPED_NOT_SUCCESS, MixRow, Shortfall
 from flows.settings import ApprovalMode
 
@@ -38,10 +44,49 @@ class ApprovalForm(RunInput):
 
 
 @dataclass(frozen=True)
-class Proposal:
-    """A dataset version the balancer proposes, with what a person needs to judge it."""
+class VersionOutline:
+    """What the approval and a person read of a proposed version, without its members,
+    so that it is small whatever the version's size: the version itself waits in the
+    catalog under ``id`` (``DatasetStore.proposal``)."""
 
-    version: DatasetVersion
+    id: str
+    round_id: str
+    parent: str | None
+    content_hash: str
+    target: MixTarget
+    members: int
+    lightest: float
+    heaviest: float
+    """The smallest and the largest member weight."""
+    by_person: int
+    corrected: int
+    masked: int
+    """Members with steps masked out of SFT."""
+
+    @classmethod
+    def of(cls, version: DatasetVersion) -> VersionOutline:
+        members = version.members
+        return cls(
+            id=version.id,
+            round_id=version.round_id,
+            parent=version.parent,
+            content_hash=version.content_hash,
+            target=version.target,
+            members=len(members),
+            lightest=min(m.weight for m in members),
+            heaviest=max(m.weight for m in members),
+            by_person=sum(m.human for m in members),
+            corrected=sum(m.correction is not None for m in members),
+            masked=sum(bool(m.masked_steps) for m in members),
+        )
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A dataset version the balancer proposes, outlined, with what a person needs to
+    judge it."""
+
+    version: VersionOutline
     rows: tuple[MixRow, ...]
     shortfalls: tuple[Shortfall, ...]
     dropped: dict[str, int]
@@ -54,7 +99,7 @@ class Proposal:
         if version is None:
             return None
         return cls(
-            version=version,
+            version=VersionOutline.of(version),
             rows=tuple(state["report"]),
             shortfalls=tuple(state["shortfalls"]),
             dropped=dict(state["dropped"]),
@@ -64,18 +109,16 @@ class Proposal:
     def markdown(self) -> str:
         """The composition, achieved against target, and what was left out."""
         version = self.version
-        members = version.members
         lines = [
             f"## Proposed dataset version `{version.id}`",
             "",
             f"Round `{version.round_id}`, parent `{version.parent or 'none'}`, "
             f"content hash `{version.content_hash}`.",
             "",
-            f"- **{len(members)} members**, weights "
-            f"{min(m.weight for m in members):.2f} to {max(m.weight for m in members):.2f}",
-            f"- {sum(m.human for m in members)} decided by a person, "
-            f"{sum(m.correction is not None for m in members)} corrected, "
-            f"{sum(bool(m.masked_steps) for m in members)} with steps masked out of SFT",
+            f"- **{version.members} members**, weights "
+            f"{version.lightest:.2f} to {version.heaviest:.2f}",
+            f"- {version.by_person} decided by a person, {version.corrected} corrected, "
+            f"{version.masked} with steps masked out of SFT",
             "",
             "| dimension | value | target | achieved | gap |",
             "|---|---|---|---|---|",
@@ -114,7 +157,9 @@ LEFT_OUT = {
 """What each reason the balancer leaves an item out for says to a person."""
 
 
-def automatic_approval(version: DatasetVersion, flow_run_id: str | None) -> DatasetApproval:
+def automatic_approval(
+    version: DatasetVersion | VersionOutline, flow_run_id: str | None
+) -> DatasetApproval:
     """The approval the unattended mode records."""
     return _approval(
         version,
@@ -174,7 +219,7 @@ def request_approval(
 
 
 def _approval(
-    version: DatasetVersion,
+    version: DatasetVersion | VersionOutline,
     decision: ApprovalDecision,
     approver: str,
     *,

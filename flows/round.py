@@ -31,7 +31,6 @@ from agents.trajectory_collector import EpisodeHook
 from contract import (
     ROUND_ID,
     DatasetApproval,
-    DatasetVersion,
     FlywheelError,
     GenerationPlan,
     InvalidInputError,
@@ -179,8 +178,8 @@ def propose_task(
 
 
 @task(name="freeze-dataset", cache_policy=NO_CACHE)
-def decide_task(home: Path, version: DatasetVersion, approval: DatasetApproval) -> str | None:
-    return stages.decide_dataset(home, version, approval)
+def decide_task(home: Path, dataset_id: str, approval: DatasetApproval) -> str | None:
+    return stages.decide_dataset(home, dataset_id, approval)
 
 
 @flow(name="flywheel_round", log_prints=True, persist_result=False)
@@ -360,7 +359,7 @@ def _propose_and_decide(run: RoundRun) -> None:
             poll_s=settings.approval.poll_s,
             flow_run_id=run.run_id,
         )
-    decide_task(home, version, approval)
+    decide_task(home, version.id, approval)
     log.info(
         "dataset version %s: %s by %s",
         version.id,

@@ -32,7 +32,6 @@ from contract import (
     CollateralCheck,
     CurationRecord,
     DatasetApproval,
-    DatasetVersion,
     GenerationPlan,
     MixTarget,
     Review,
@@ -493,7 +492,8 @@ def propose_dataset(
     now_failing: Collection[str] = (),
     plan: GenerationPlan | None = None,
 ) -> Proposal | None:
-    """The version to approve, or None when nothing is approved: the parent version's
+    """The version to approve, kept in the catalog as proposed and outlined here, or None
+    when nothing is approved: the parent version's
     members and the approved successes among ``trajectory_ids``, weighed together towards
     the target mix from the catalog's columns, each with the review that counts for it as
     the store computes it (no review record is read).
@@ -526,6 +526,10 @@ def propose_dataset(
         down_weights={w.template: w.weight for w in plan.template_weights} if plan else {},
         preserved={r.fingerprint for r in plan.preserve} if plan else frozenset(),
     )
+    version = state["version"]
+    if version is not None:
+        with Catalog.open(catalog_path(home)) as catalog:
+            catalog.datasets.propose(version)
     return Proposal.of(state)
 
 
@@ -580,11 +584,12 @@ def stored_approval(home: Path, dataset_id: str) -> DatasetApproval | None:
         return catalog.datasets.approval(dataset_id)
 
 
-def decide_dataset(home: Path, version: DatasetVersion, approval: DatasetApproval) -> str | None:
-    """Store the decision; freeze the version when approved. Its id, or None."""
+def decide_dataset(home: Path, dataset_id: str, approval: DatasetApproval) -> str | None:
+    """Store the decision on the proposed version ``dataset_id``; freeze the version when
+    approved. Its id, or None."""
     with Catalog.open(catalog_path(home)) as catalog:
-        decided = catalog.datasets.decide(version, approval)
-    return version.id if decided.approved else None
+        decided = catalog.datasets.decide(catalog.datasets.proposal(dataset_id), approval)
+    return dataset_id if decided.approved else None
 
 
 def _parent(catalog: Catalog, round_id: str) -> str | None:

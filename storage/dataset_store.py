@@ -12,11 +12,19 @@ from storage.stores import DatasetSummary
 
 
 class DuckDBDatasetStore:
-    """``DatasetStore`` over the ``dataset_versions``, ``dataset_members`` and
-    ``dataset_approvals`` tables."""
+    """``DatasetStore`` over the ``dataset_proposals``, ``dataset_versions``,
+    ``dataset_members`` and ``dataset_approvals`` tables."""
 
     def __init__(self, file: CatalogFile) -> None:
         self._file = file
+
+    def propose(self, version: DatasetVersion) -> bool:
+        with self._file.write() as con:
+            return datasets.propose(con, version)
+
+    def proposal(self, dataset_id: str) -> DatasetVersion:
+        with self._file.read() as con:
+            return datasets.proposal(con, dataset_id)
 
     def decide(self, version: DatasetVersion, approval: DatasetApproval) -> DatasetApproval:
         with self._file.write() as con:

@@ -82,6 +82,28 @@ def freeze(con: duckdb.DuckDBPyConnection, version: DatasetVersion) -> bool:
     return True
 
 
+def propose(con: duckdb.DuckDBPyConnection, version: DatasetVersion) -> bool:
+    """Keep the proposed ``version`` until it is decided; False if it was proposed before
+    (a version's id is its content: the same id is the same version)."""
+    return bool(
+        scalar(
+            con,
+            "INSERT INTO dataset_proposals (id, round_id, record, created_at) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [version.id, version.round_id, version.to_json().decode(), now()],
+        )
+    )
+
+
+def proposal(con: duckdb.DuckDBPyConnection, dataset_id: str) -> DatasetVersion:
+    """The proposed version ``dataset_id``, decided or not; UnknownIdError naming the
+    latest proposals when there is none such."""
+    rows = con.execute("SELECT record FROM dataset_proposals WHERE id = ?", [dataset_id]).fetchall()
+    if not rows:
+        raise UnknownIdError("dataset proposal", dataset_id, recent_ids(con, "dataset_proposals"))
+    return DatasetVersion.model_validate_json(rows[0][0])
+
+
 def decide(
     con: duckdb.DuckDBPyConnection, version: DatasetVersion, approval: DatasetApproval
 ) -> DatasetApproval:

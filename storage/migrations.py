@@ -269,6 +269,18 @@ _V8_GOAL_SKETCHES: Migration = (
 round's construction asks the catalog for near-duplicates of its proposals instead of
 holding a sketch of every stored task (``TaskStore.goal_twins``)."""
 
+_V9_PROPOSALS: Migration = (
+    """CREATE TABLE dataset_proposals (
+        id VARCHAR PRIMARY KEY,
+        round_id VARCHAR NOT NULL,
+        record JSON USING COMPRESSION zstd NOT NULL,
+        created_at TIMESTAMP NOT NULL
+    )""",
+)
+"""Version 9: every dataset version a round proposed, whole (members included), kept from
+its proposal to the decision on it and after: the round's tasks hand on its id, not its
+members, and an approved one is frozen from here."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     _V1_RECORDS,
     _V2_SHARDS,
@@ -278,6 +290,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _V6_ALIASES,
     _V7_DEPLOYMENTS,
     _V8_GOAL_SKETCHES,
+    _V9_PROPOSALS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -391,6 +391,15 @@ class ReviewStore(Protocol):
 class DatasetStore(Protocol):
     """Dataset versions: proposed, decided, frozen (immutable), described and compared."""
 
+    def propose(self, version: DatasetVersion) -> bool:
+        """Keep a proposed version, whole, until it is decided (and after): what hands
+        the proposal on by its id. False when that version was proposed before."""
+        ...
+
+    def proposal(self, dataset_id: str) -> DatasetVersion:
+        """The proposed version ``dataset_id``, decided or not; UnknownIdError if none."""
+        ...
+
     def decide(self, version: DatasetVersion, approval: DatasetApproval) -> DatasetApproval:
         """Store the decision on a proposed version, freezing it when approved, in one
         transaction. The first decision stands: it is returned, and deciding again

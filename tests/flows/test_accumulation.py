@@ -62,8 +62,9 @@ def propose(
     proposal = propose_dataset(home, round_id, [t.id for t in trajectories], TARGET, plan=plan)
     assert proposal is not None
     with Catalog.open(catalog_path(home)) as catalog:
-        catalog.datasets.freeze(proposal.version)
-    return proposal.version
+        version = catalog.datasets.proposal(proposal.version.id)
+        catalog.datasets.freeze(version)
+    return version
 
 
 def ids(version: DatasetVersion) -> set[str]:
@@ -117,8 +118,10 @@ def three_rounds(tmp_path_factory: pytest.TempPathFactory, sandbox: MobileSandbo
     )
     plain = propose_dataset(home, "round-3", [t.id for t in rounds[2]], TARGET)
     assert plain is not None
+    with Catalog.open(catalog_path(home)) as catalog:
+        unplanned = catalog.datasets.proposal(plain.version.id)
     third = propose(home, "round-3", rounds[2], plan)
-    return Rounds(home, [first, second, third], rounds, rejected, plain.version, template, same[0])
+    return Rounds(home, [first, second, third], rounds, rejected, unplanned, template, same[0])
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,8 @@ def test_the_proposal_shows_its_composition_and_what_was_left_out(proposal: Prop
     text = proposal.markdown()
     version = proposal.version
     assert f"`{version.id}`" in text and f"`{version.content_hash}`" in text
-    assert f"**{len(version.members)} members**" in text
+    assert version.members == 40 - 1, "the approved runs, less the rejected one"
+    assert f"**{version.members} members**" in text
     assert "2 decided by a person, 1 corrected, 2 with steps masked out of SFT" in text
     for row in proposal.rows:
         assert f"| {row.dimension} | {row.value} | {row.target:.1%} | {row.achieved:.1%} |" in text

@@ -47,7 +47,7 @@ def test_an_old_catalog_is_upgraded_and_keeps_its_rows(tmp_path: Path) -> None:
 
     catalog = Catalog.open(path)
 
-    assert _version(path) == SCHEMA_VERSION == 8
+    assert _version(path) == SCHEMA_VERSION == 9
     stats = catalog.stats()
     # the tables versions 2 to 8 add
     assert stats["shards"] == stats["dataset_approvals"] == stats["carry_over"] == 0

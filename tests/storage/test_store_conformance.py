@@ -109,6 +109,7 @@ WRITES: dict[str, Write] = {
     "reviews.carry_over": lambda c, w: c.reviews.carry_over(ROUND, "people", w.carried),
     "reviews.settle_carry_over": lambda c, w: c.reviews.settle_carry_over(LATER, w.carried[:1]),
     "datasets.freeze": lambda c, w: c.datasets.freeze(w.version),
+    "datasets.propose": lambda c, w: c.datasets.propose(w.proposal),
     "datasets.decide": lambda c, w: c.datasets.decide(w.proposal, w.approval).decided_at,
     "feedback.add": lambda c, w: c.feedback.add(w.report),
     "models.register": lambda c, w: c.models.register(w.model, w.report),
@@ -126,6 +127,7 @@ NOTHING_NEW = {
     "reviews.carry_over": 0,
     "reviews.settle_carry_over": 0,
     "datasets.freeze": False,
+    "datasets.propose": False,
     "feedback.add": False,
     "models.register": False,
     "models.record_deployment": (),
@@ -260,10 +262,13 @@ def test_reads_give_back_what_was_written(written: Catalog, world: World) -> Non
     assert written.reviews.kept_curations(ROUND, after=rest[-1].trajectory_id, limit=4) == []
     assert written.reviews.kept_curations(LATER, limit=4) == []
     assert written.reviews.of_round(ROUND) == world.reviews  # recorded order
+    reviewed = sorted({r.trajectory_id for r in world.reviews})
+    assert list(written.reviews.final_reviews([NOPE, *reversed(reviewed)])) == reviewed
     assert written.reviews.settled_ids(LATER) == world.carried[:1]
     assert written.reviews.carried_out_of(ROUND, open_only=True) == len(world.carried) - 1
     assert written.datasets.get(world.version.id) == world.version
     assert written.datasets.get(world.proposal.id) == world.proposal  # approved: frozen
+    assert written.datasets.proposal(world.proposal.id) == world.proposal
     assert written.datasets.latest_id() == world.proposal.id
     assert [s.id for s in written.datasets.summaries()] == [world.version.id, world.proposal.id]
     assert written.feedback.get(world.report.id) == world.report
@@ -304,6 +309,7 @@ LOOKUPS: dict[str, Callable[[Catalog], Any]] = {
     "rounds.set_stage": lambda c: c.rounds.set_stage(NOPE, "curate"),
     "datasets.get": lambda c: c.datasets.get(NOPE),
     "datasets.describe": lambda c: c.datasets.describe(NOPE),
+    "datasets.proposal": lambda c: c.datasets.proposal(NOPE),
     "feedback.get": lambda c: c.feedback.get(NOPE),
     "models.get": lambda c: c.models.get(NOPE),
 }
@@ -328,6 +334,7 @@ def test_absent_things_read_as_none_or_empty(implementation: str, tmp_path: Path
         assert empty.tasks.by_ids([]) == []
         assert empty.tasks.ids_of_round(ROUND) == []
         assert empty.trajectories.balance_rows([]) == []
+        assert empty.reviews.final_reviews(["traj-nope"]) == {}
         with pytest.raises(InvalidInputError, match="deployment_id"):
             empty.models.deployment("dep-nope")
 
