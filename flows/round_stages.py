@@ -505,9 +505,7 @@ def propose_dataset(
     templates get the plan's factor, except the preservation set."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         parent = _parent(catalog, round_id)
-        inherited = (
-            [m.trajectory_id for m in catalog.datasets.get(parent).members] if parent else []
-        )
+        inherited = catalog.datasets.member_ids(parent) if parent else []
         pool = [
             Candidate.from_row(row)
             for row in catalog.trajectories.balance_rows([*trajectory_ids, *inherited])

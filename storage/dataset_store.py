@@ -51,6 +51,10 @@ class DuckDBDatasetStore:
         with self._file.read() as con:
             return datasets.load(con, dataset_id)
 
+    def member_ids(self, dataset_id: str) -> list[str]:
+        with self._file.read() as con:
+            return datasets.member_ids(con, dataset_id)
+
     def latest_id(self) -> str | None:
         with self._file.read() as con:
             rows = con.execute(

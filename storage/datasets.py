@@ -197,6 +197,17 @@ def load(con: duckdb.DuckDBPyConnection, dataset_id: str) -> DatasetVersion:
     return DatasetVersion.model_validate({**record, "members": members})
 
 
+def member_ids(con: duckdb.DuckDBPyConnection, dataset_id: str) -> list[str]:
+    """The trajectory ids of the stored version ``dataset_id``'s members, in order."""
+    rows = con.execute(
+        "SELECT trajectory_id FROM dataset_members WHERE dataset_id = ? ORDER BY position",
+        [dataset_id],
+    ).fetchall()
+    if not rows:
+        _record(con, dataset_id)  # a frozen version has members: the id is unknown
+    return [str(row[0]) for row in rows]
+
+
 def summary(con: duckdb.DuckDBPyConnection, dataset_id: str) -> DatasetDescription:
     """A JSON-ready description of a stored version."""
     record = _record(con, dataset_id)

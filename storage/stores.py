@@ -425,6 +425,11 @@ class DatasetStore(Protocol):
         """The dataset version ``dataset_id``; UnknownIdError if there is none such."""
         ...
 
+    def member_ids(self, dataset_id: str) -> list[str]:
+        """The trajectory ids of ``get(dataset_id)``'s members, in order, without loading
+        the version; UnknownIdError if there is none such."""
+        ...
+
     def latest_id(self) -> str | None:
         """The most recently frozen dataset version, if any."""
         ...

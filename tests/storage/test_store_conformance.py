@@ -269,6 +269,9 @@ def test_reads_give_back_what_was_written(written: Catalog, world: World) -> Non
     assert written.datasets.get(world.version.id) == world.version
     assert written.datasets.get(world.proposal.id) == world.proposal  # approved: frozen
     assert written.datasets.proposal(world.proposal.id) == world.proposal
+    assert written.datasets.member_ids(world.version.id) == [
+        m.trajectory_id for m in world.version.members
+    ]
     assert written.datasets.latest_id() == world.proposal.id
     assert [s.id for s in written.datasets.summaries()] == [world.version.id, world.proposal.id]
     assert written.feedback.get(world.report.id) == world.report
@@ -310,6 +313,7 @@ LOOKUPS: dict[str, Callable[[Catalog], Any]] = {
     "datasets.get": lambda c: c.datasets.get(NOPE),
     "datasets.describe": lambda c: c.datasets.describe(NOPE),
     "datasets.proposal": lambda c: c.datasets.proposal(NOPE),
+    "datasets.member_ids": lambda c: c.datasets.member_ids(NOPE),
     "feedback.get": lambda c: c.feedback.get(NOPE),
     "models.get": lambda c: c.models.get(NOPE),
 }
