@@ -493,10 +493,10 @@ def propose_dataset(
     plan: GenerationPlan | None = None,
 ) -> Proposal | None:
     """The version to approve, kept in the catalog as proposed and outlined here, or None
-    when nothing is approved: the parent version's
-    members and the approved successes among ``trajectory_ids``, weighed together towards
-    the target mix from the catalog's columns, each with the review that counts for it as
-    the store computes it (no review record is read).
+    when nothing is approved: the parent version's members and the approved successes
+    among ``trajectory_ids``, weighed together towards the target mix from the catalog's
+    columns, each with the review that counts for it as the store computes it (no review
+    record is read).
 
     A parent member stays unless its final review (every stored review of it counts, a
     person's over an automatic one) no longer approves it, or today's verifier fails it
