@@ -262,7 +262,7 @@ def generate(model: LoadedModel, request: ChatRequest, *, max_new_tokens: int) -
         with torch.random.fork_rng():  # a seeded request leaves the server's RNG as it was
             torch.manual_seed(request.seed)
             new, stopped = chat.generate(ids)
-    return Generated(_decode(chat.tokenizer, new), stopped, len(ids), len(new))
+    return Generated(chat.reply_text(request.wire_messages(), new), stopped, len(ids), len(new))
 
 
 def completion_body(

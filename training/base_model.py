@@ -67,6 +67,7 @@ from training.settings import (
     check_directory,
     refuse_base,
 )
+from training.value_refs import REFERENCE_TOKENS, with_references
 
 __all__ = [
     "ALLOWED_BASES",
@@ -140,12 +141,17 @@ def device() -> torch.device:
 
 
 def corpus_texts(
-    rows: Iterable[Mapping[str, Any]], chat_template: str = CHAT_TEMPLATE
+    rows: Iterable[Mapping[str, Any]],
+    chat_template: str = CHAT_TEMPLATE,
+    *,
+    references: bool = False,
 ) -> Iterator[str]:
     """The conversation of each export row (``messages`` and ``tools``) rendered with
-    ``chat_template``: the text a tokenizer for these conversations is trained on."""
+    ``chat_template`` (its values by reference with ``references``:
+    ``training.value_refs``): the text a tokenizer for these conversations is trained on."""
     for row in rows:
-        yield render(row["messages"], row.get("tools") or None, chat_template=chat_template)
+        messages = with_references(row["messages"])[0] if references else row["messages"]
+        yield render(messages, row.get("tools") or None, chat_template=chat_template)
 
 
 def train_tokenizer(
@@ -154,13 +160,16 @@ def train_tokenizer(
     *,
     split: str = QWEN2_SPLIT,
     chat_template: str = CHAT_TEMPLATE,
+    references: bool = False,
 ) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer trained on ``texts`` (and a sample conversation), with
     NFC normalization, pre-tokenization by ``split`` (Qwen2's by default) and
     ``chat_template``. ``<|endoftext|>``
     pads, ``<|im_end|>`` ends a turn and is the end of sequence; ``<tool_call>`` and
     ``</tool_call>`` are single tokens but not special, so decoding with
-    ``skip_special_tokens`` keeps them. Text in NFC form (what most text is) round-trips."""
+    ``skip_special_tokens`` keeps them, and so are the reference tokens of
+    ``training.value_refs`` with ``references``. Text in NFC form (what most text is)
+    round-trips."""
     specials = [ENDOFTEXT, IM_START, IM_END]
     floor = len(pre_tokenizers.ByteLevel.alphabet()) + len(specials)
     if not floor <= vocab_size <= 1_000_000:
@@ -183,9 +192,8 @@ def train_tokenizer(
         show_progress=False,
     )
     core.train_from_iterator(_with_sample(texts, chat_template), trainer=trainer)
-    core.add_tokens(
-        [AddedToken(t, special=False, normalized=False) for t in (TOOL_CALL, TOOL_CALL_END)]
-    )
+    added = (TOOL_CALL, TOOL_CALL_END, *(REFERENCE_TOKENS if references else ()))
+    core.add_tokens([AddedToken(t, special=False, normalized=False) for t in added])
     tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=core,
         eos_token=IM_END,
@@ -282,21 +290,36 @@ class Recipe:
     model_class: type[PreTrainedModel]
     initialize: Callable[[PreTrainedModel], None] | None = None
     """Changes the random weights of a new model (``copy_init``)."""
+    references: bool = False
+    """Whether it reads and writes values by reference (``training.value_refs``)."""
 
 
 RECIPES: dict[str, Recipe] = {
     TINY: Recipe(QWEN2_SPLIT, DEFAULT_VOCAB, CHAT_TEMPLATE, tiny_config, Qwen2ForCausalLM),
-    NANO: Recipe(ENTITY_SPLIT, 4096, COMPACT_TEMPLATE, nano_config, LlamaForCausalLM, copy_init),
+    NANO: Recipe(
+        ENTITY_SPLIT,
+        4096,
+        COMPACT_TEMPLATE,
+        nano_config,
+        LlamaForCausalLM,
+        copy_init,
+        references=True,
+    ),
 }
 """The bases built here, by name."""
 
 
 def built_tokenizer(name: str, corpus: Iterable[str]) -> PreTrainedTokenizerFast:
     """The tokenizer of the built base ``name``, trained on ``corpus`` (conversations
-    rendered with its chat template: ``corpus_texts(rows, RECIPES[name].chat_template)``)."""
+    rendered as its recipe says: ``corpus_texts(rows, recipe.chat_template,
+    references=recipe.references)``)."""
     recipe = RECIPES[name]
     return train_tokenizer(
-        corpus, recipe.vocab_size, split=recipe.split, chat_template=recipe.chat_template
+        corpus,
+        recipe.vocab_size,
+        split=recipe.split,
+        chat_template=recipe.chat_template,
+        references=recipe.references,
     )
 
 

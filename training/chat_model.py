@@ -27,6 +27,7 @@ empty reply (``finish_reason="length"``) without generating.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ from agents.policies.chat_format import Message, Reply
 from agents.policies.openai_policy import ChatSession
 from contract import InvalidInputError, PolicyInfo, TaskSpec
 from training.tool_call_text import parse_tool_calls
+from training.value_refs import shown_messages, uses_references, with_references
 
 LOCAL_POLICY = "local-model"
 """``PolicyInfo.name`` of trajectories a local model collected."""
@@ -119,12 +121,26 @@ class LocalChatModel:
         return session
 
     def render(self, messages: list[Message], tools: list[dict[str, Any]], *, prompt: bool) -> str:
+        """The conversation as the model reads it: its chat template over ``messages``,
+        values by reference for a model that has reference tokens (``value_refs``)."""
         text = self.tokenizer.apply_chat_template(
-            messages, tools=list(tools), add_generation_prompt=prompt, tokenize=False
+            [dict(m) for m in shown_messages(self.tokenizer, messages)],
+            tools=list(tools),
+            add_generation_prompt=prompt,
+            tokenize=False,
         )
         if not isinstance(text, str):
             raise TemplateError("the chat template did not render text")
         return text
+
+    def reply_text(self, messages: Sequence[Message], ids: list[int]) -> str:
+        """The text of generated ``ids`` after ``messages``, end-of-turn and padding left
+        out and, for a model with reference tokens, each reference ``messages`` showed
+        replaced by its value."""
+        text = _decode(self.tokenizer, ids)
+        if not uses_references(self.tokenizer):
+            return text
+        return with_references(messages)[1].resolve(text)
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
@@ -202,7 +218,7 @@ class _TracedSource:
         new, stopped = chat.generate(context)
         self.trace.add(new, generated=True)
         self._turns += 1
-        content, calls = parse_tool_calls(_decode(chat.tokenizer, new), f"call_{self._turns}")
+        content, calls = parse_tool_calls(chat.reply_text(messages, new), f"call_{self._turns}")
         reply = Reply(
             content=content,
             refusal=None,

@@ -47,6 +47,7 @@ from contract import InvalidInputError
 from training.base_model import BaseModel
 from training.export import quiet_datasets
 from training.settings import Schedule, SftSettings
+from training.value_refs import shown_messages
 from training.value_swap import swapped_passes
 
 LogSink = Callable[[dict[str, Any]], None]
@@ -63,7 +64,17 @@ def render_chat(
     *,
     add_generation_prompt: bool = False,
 ) -> str:
-    """``messages`` rendered as text with ``tokenizer``'s chat template."""
+    """``messages`` rendered as text with ``tokenizer``'s chat template, values by
+    reference when the tokenizer has reference tokens (``training.value_refs``)."""
+    return _render(tokenizer, shown_messages(tokenizer, messages), tools, add_generation_prompt)
+
+
+def _render(
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None,
+    add_generation_prompt: bool = False,
+) -> str:
     return cast(
         str,
         tokenizer.apply_chat_template(
@@ -95,19 +106,20 @@ def supervised_spans(
                 f"a {message.get('role')!r} message is never trained",
                 ["assistant"],
             )
+    messages = shown_messages(tokenizer, messages)
     marked = _generation_spans(tokenizer, messages, tools)
     if marked is not None:
         text, blocks = marked
         pairs = zip(messages, trained, strict=True)
         turns = [flag for message, flag in pairs if message["role"] == "assistant"]
         return text, [span for span, flag in zip(blocks, turns, strict=True) if flag]
-    text = render_chat(tokenizer, messages, tools)
+    text = _render(tokenizer, messages, tools)
     spans = []
     for k, flag in enumerate(trained):
         if not flag:
             continue
-        prompt = render_chat(tokenizer, messages[:k], tools, add_generation_prompt=True)
-        turn = render_chat(tokenizer, messages[: k + 1], tools)
+        prompt = _render(tokenizer, messages[:k], tools, add_generation_prompt=True)
+        turn = _render(tokenizer, messages[: k + 1], tools)
         if not turn.startswith(prompt) or not text.startswith(turn):
             raise InvalidInputError(
                 "chat_template",

@@ -114,7 +114,11 @@ def starting_model(registry: ModelRegistry, base: str) -> ModelRecord | None:
 def load_base(request: TrainRequest, data: TrainingData) -> BaseModel:
     """The base model; a built one gets a tokenizer trained on the export's text."""
     recipe = RECIPES.get(request.base)
-    corpus = corpus_texts(data.sft, recipe.chat_template) if recipe else None
+    corpus = (
+        corpus_texts(data.sft, recipe.chat_template, references=recipe.references)
+        if recipe
+        else None
+    )
     return load_base_model(request.base, corpus, seed=request.seed)
 
 

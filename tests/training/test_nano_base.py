@@ -60,7 +60,10 @@ def test_assistant_turns_have_loss_spans_in_the_compact_template(nano: BaseModel
     trained = [m["role"] == "assistant" for m in CONVERSATION]
     text, spans = supervised_spans(nano.tokenizer, CONVERSATION, TOOLS, trained)
     bodies = [text[a:b] for a, b in spans]
-    assert bodies[0] == '<tool_call>{"name":"lookup","arguments":{"q":"Zoë"}}</tool_call><|im_end|>'
+    # "Zoë" is the user's second word: the call writes its reference (training.value_refs)
+    assert "<v1>Tell <v2>Zoë <v3>in <v4>Zürich" in text
+    call = '<tool_call>{"name":"lookup","arguments":{"q":"<v2>"}}</tool_call>'
+    assert bodies[0] == call + "<|im_end|>"
     assert bodies[-1] == "Done: Zoë knows.<|im_end|>"
     assert len(bodies) == sum(trained)
 

@@ -1,0 +1,165 @@
+"""Values by reference (``training.value_refs``): what is marked, what a call writes, and
+that resolving a call written by reference gives back its arguments, on every call of a
+real round's export."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agents.policies.chat_format import (
+    format_tools,
+    task_view,
+    template_messages,
+    trajectory_conversation,
+)
+from agents.policies.scripted import FaultConfig, ScriptedPolicy
+from agents.runner import run_episode
+from contract import step_budget
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import sample_tasks
+from training.base_model import NANO, TINY, built_tokenizer, corpus_texts
+from training.chat_templates import COMPACT_TEMPLATE, render
+from training.value_refs import (
+    MAX_REFERENCES,
+    REFERENCE_TOKENS,
+    References,
+    shown_messages,
+    uses_references,
+    with_references,
+)
+
+
+def test_numbers_and_ids_are_marked_in_order_of_first_sight_and_nothing_else() -> None:
+    refs = References()
+    text = refs.mark(
+        "Log 60 minutes at 14:00 on 2026-03-14 for c-12, then 60 more; +351 912 and 93.45 EUR"
+    )
+    assert text == (
+        "Log <v1>60 minutes at 14:00 on 2026-03-14 for <v2>c-12, then <v1>60 more; "
+        "+351 <v3>912 and <v4>93.45 EUR"
+    )
+    assert refs.mark('{"id":"c-12","n":7,"when":"09:30","label":"room2"}') == (
+        '{"id":"<v2>c-12","n":<v5>7,"when":"09:30","label":"room2"}'
+    )
+
+
+def test_a_users_words_and_times_are_referenced_too_and_a_name_is_written_word_by_word() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Book Taj Spice at 20:30 for 4 on 2026-03-25"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "book_table",
+                        "arguments": {"query": "Taj Spice", "time": "20:30", "party": 4},
+                    },
+                }
+            ],
+        },
+        {"role": "tool", "content": '{"result": "Taj Spice at 20:30, table t-2"}'},
+    ]
+    shown, refs = with_references(messages)
+    assert shown[0]["content"] == (
+        "<v1>Book <v2>Taj <v3>Spice <v4>at <v5>20:30 <v6>for <v7>4 <v8>on 2026-03-25"
+    )
+    written = shown[1]["tool_calls"][0]["function"]["arguments"]
+    assert written == '{"query":"<v2> <v3>","time":"<v5>","party":<v7>}'
+    assert shown[2]["content"] == '{"result": "Taj Spice at 20:30, table <v9>t-2"}'
+    assert json.loads(refs.resolve(written)) == {"query": "Taj Spice", "time": "20:30", "party": 4}
+
+
+def test_a_call_writes_numbers_bare_texts_quoted_and_values_inside_texts() -> None:
+    refs = References()
+    refs.mark("Book fl-45 for 2 people; order o-1001")
+    written = refs.refer(
+        {"flight_id": "fl-45", "seats": 2, "note": "about o-1001", "late": False, "n": 3}
+    )
+    assert written == ('{"flight_id":"<v1>","seats":<v2>,"note":"about <v3>","late":false,"n":3}')
+    assert json.loads(refs.resolve(written)) == {
+        "flight_id": "fl-45",
+        "seats": 2,
+        "note": "about o-1001",
+        "late": False,
+        "n": 3,
+    }
+    assert refs.refer("not json {") == "not json {"
+    assert refs.refer([1, 2]) == [1, 2]
+
+
+def test_a_reference_the_conversation_never_showed_stays_as_written() -> None:
+    refs = References()
+    refs.mark("alarm a-3")
+    assert refs.resolve('{"alarm_id":"<v1>","other":"<v7>"}') == '{"alarm_id":"a-3","other":"<v7>"}'
+
+
+def test_values_past_the_last_reference_are_shown_plain() -> None:
+    refs = References()
+    text = refs.mark(" ".join(str(1000 + i) for i in range(MAX_REFERENCES + 2)))
+    assert text.split()[-3:] == [
+        f"{REFERENCE_TOKENS[-1]}{1000 + MAX_REFERENCES - 1}",
+        "1096",
+        "1097",
+    ]
+
+
+def _arguments(call: dict[str, Any]) -> Any:
+    arguments = call["function"]["arguments"]
+    return json.loads(arguments) if isinstance(arguments, str) else arguments
+
+
+def test_every_call_of_a_round_resolves_back_to_its_arguments(
+    export_rows: list[dict[str, Any]],
+) -> None:
+    referred = 0
+    for row in export_rows:
+        shown, refs = with_references(row["messages"])
+        for original, message in zip(row["messages"], shown, strict=True):
+            for before, after in zip(
+                original.get("tool_calls") or (), message.get("tool_calls") or (), strict=True
+            ):
+                written = after["function"]["arguments"]
+                referred += "<v" in written
+                assert json.loads(refs.resolve(written)) == _arguments(before)
+    assert referred > len(export_rows) // 2, "most rows copy a value by reference"
+
+
+def test_marking_is_prefix_consistent(export_rows: list[dict[str, Any]]) -> None:
+    for row in export_rows[:40]:
+        messages, tools = row["messages"], row["tools"]
+        whole = render(with_references(messages)[0], tools, chat_template=COMPACT_TEMPLATE)
+        for k in range(1, len(messages)):
+            part = render(with_references(messages[:k])[0], tools, chat_template=COMPACT_TEMPLATE)
+            assert whole.startswith(part)
+
+
+def test_only_the_nano_tokenizer_has_the_references_each_as_one_token(
+    export_rows: list[dict[str, Any]],
+) -> None:
+    nano = built_tokenizer(NANO, corpus_texts(export_rows[:50], COMPACT_TEMPLATE, references=True))
+    tiny = built_tokenizer(TINY, corpus_texts(export_rows[:50]))
+    assert uses_references(nano) and not uses_references(tiny)
+    for token in (REFERENCE_TOKENS[0], REFERENCE_TOKENS[41], REFERENCE_TOKENS[-1]):
+        assert len(nano(token, add_special_tokens=False)["input_ids"]) == 1
+    row = export_rows[0]["messages"]
+    assert shown_messages(tiny, row) is row
+    assert shown_messages(nano, row) == with_references(row)[0]
+
+
+@pytest.fixture(scope="module")
+def export_rows() -> list[dict[str, Any]]:
+    """Rows as the export writes them, of scripted episodes (some with faults and
+    recoveries) of 200 tasks of every template kind."""
+    sandbox = MobileSandbox()
+    policy = ScriptedPolicy(FaultConfig(rate=0.3, recovery_rate=0.7))
+    rows = []
+    for task in sample_tasks(200, 11, sandbox):
+        trajectory = run_episode(task, sandbox, policy)
+        view = task_view(task, sandbox, step_budget(task, None))
+        messages = template_messages(trajectory_conversation(trajectory, view).messages)
+        rows.append({"messages": messages, "tools": format_tools(view)})
+    return rows
