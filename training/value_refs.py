@@ -145,7 +145,7 @@ def with_references(
         role = message.get("role")
         if role in ("user", "tool") and isinstance(message.get("content"), str):
             message["content"] = references.mark(message["content"], words=role == "user")
-        elif message.get("role") == "assistant" and message.get("tool_calls"):
+        elif role == "assistant" and message.get("tool_calls"):
             message["tool_calls"] = [
                 _referred_call(call, references) for call in message["tool_calls"]
             ]
