@@ -70,11 +70,9 @@ def undecided_items(catalog: Catalog, round_id: str) -> Iterator[list[GateItem]]
     """The round's kept items without a decision, as gate items, a batch of kept items
     at a time (``kept_batches``): a large round is never read whole."""
     from flows.round_stages import gate_items, kept_batches
-    from human_gate import final_decisions
 
     for kept in kept_batches(catalog.reviews, round_id):
-        ids = [c.trajectory_id for c in kept]
-        decided = final_decisions(catalog.reviews.of_trajectories(ids))
+        decided = catalog.reviews.final_reviews([c.trajectory_id for c in kept])
         open_ = [c for c in kept if c.trajectory_id not in decided]
         if open_:
             trajectories = catalog.trajectories.by_ids([c.trajectory_id for c in open_])

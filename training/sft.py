@@ -57,24 +57,14 @@ GENERATION_BLOCK = re.compile(r"\{%-?\s*generation\s*-?%\}")
 # -- tokenizing ---------------------------------------------------------------------------
 
 
-def render_chat(
-    tokenizer: PreTrainedTokenizerBase,
-    messages: Sequence[Mapping[str, Any]],
-    tools: Sequence[Mapping[str, Any]] | None,
-    *,
-    add_generation_prompt: bool = False,
-) -> str:
-    """``messages`` rendered as text with ``tokenizer``'s chat template, values by
-    reference when the tokenizer has reference tokens (``training.value_refs``)."""
-    return _render(tokenizer, shown_messages(tokenizer, messages), tools, add_generation_prompt)
-
-
 def _render(
     tokenizer: PreTrainedTokenizerBase,
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | None,
     add_generation_prompt: bool = False,
 ) -> str:
+    """``messages`` (already as the model reads them: ``shown_messages``) rendered as
+    text with ``tokenizer``'s chat template."""
     return cast(
         str,
         tokenizer.apply_chat_template(
