@@ -3,8 +3,8 @@
 A model trained from scratch on a CPU learns which function a goal asks for long before it
 learns to copy the values its arguments need from the goal or a tool result (README, "The
 nano base"). Copying is easier when a value is one token that names it: each word,
-number, time and entity id of the user's turns, and each number and id of the tools'
-turns, is shown behind a reference token (``<v1>``, ``<v2>``, ... in the order values
+number, time, date and entity id of the user's turns and of the values in the tools'
+results is shown behind a reference token (``<v1>``, ``<v2>``, ... in the order values
 first appear: ``<v1>Log <v2>60 <v3>minutes``), and a call that copies one writes its
 reference (``{"minutes":<v2>}``, ``{"query":"<v7> <v8>"}`` for a name of two words). For
 a template's every parameter draw the reference is then the same token, which the model
@@ -13,11 +13,16 @@ values before its calls are parsed, so a policy, the model server and the export
 see values only; a reference the conversation has not shown stays as written and the
 call fails as any wrong value does.
 
+A date the user names as people do (``Wednesday, March 25``) is followed by the date it
+means, in parentheses (``(<v9>2026-03-25)``), the year taken from the system turn's
+"Today's date is ..." (the first such day on or after it): a call's ``date`` then copies
+a reference instead of computing a calendar. Without a stated today, or when the weekday
+does not fit, nothing is added.
+
 Marking depends only on the messages before a turn, so rendering a longer conversation
 extends the rendering of a shorter one (what SFT's masks and the rollouts' token traces
-rely on). Dates are not values here (plans derive them from the goal's words), nor are
-digits inside a word, a phone number's country code after ``+``, or a decimal's parts;
-a tool's words are not referenced (what a call copies from a result is an id).
+rely on). A tool's keys, digits inside a word, a phone number's country code after
+``+`` and a decimal's parts are not values.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from datetime import date
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
@@ -34,18 +40,37 @@ MAX_REFERENCES = 96
 REFERENCE_TOKENS = tuple(f"<v{i}>" for i in range(1, MAX_REFERENCES + 1))
 _ALONE_BEFORE = r"(?<![\w.+-])(?<!\d:)"
 _ALONE_AFTER = r"(?![\w:]|-\d|\.\d)"
-_NUMBER_OR_ID = r"[a-z]+-\d+|\d+(?:\.\d+)?"
+_NUMBER_OR_ID = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\d{4}-\d{2}-\d{2}|[a-z]+-\d+|\d+(?:\.\d+)?"
 VALUE = re.compile(rf"{_ALONE_BEFORE}({_NUMBER_OR_ID}){_ALONE_AFTER}")
-"""A number (``60``, ``93.45``) or an entity id (``p-14``) standing alone: not part of a
-word, a date (``2026-03-14``), a time (``14:00``) or a longer number. What a tool's
-result is marked by."""
+"""An email address, a date (``2026-03-14``), a number (``60``, ``93.45``) or an entity
+id (``p-14``) standing alone: not part of a word, a time (``14:00``) or a longer number.
+What a tool's result is marked by outside its strings."""
 WORD_OR_VALUE = re.compile(
-    rf"{_ALONE_BEFORE}({_NUMBER_OR_ID}|\d{{1,2}}:\d{{2}}|[^\W\d_]+){_ALONE_AFTER}"
+    rf"{_ALONE_BEFORE}(?P<value>{_NUMBER_OR_ID}|\d{{1,2}}:\d{{2}}){_ALONE_AFTER}"
+    rf"|(?<![\w+-])(?P<word>[^\W\d_]+)(?!\w|-\d|\.\d)"
 )
-"""``VALUE``, a time (``20:30``) or a word: what the user's turns are marked by, since a
-call copies names, labels and choices from the request word by word."""
+"""``VALUE``, a time (``20:30``) or a word, also after a dot (``user.brother``) or before
+a colon (``brother:``): what the user's turns and the strings of a tool's result are
+marked by, since a call copies names, labels, choices and keys word by word."""
+_MONTHS = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+SPOKEN_DATE = re.compile(
+    rf"\b(?P<weekday>{'|'.join(_WEEKDAYS)}), (?P<month>{'|'.join(_MONTHS)}) (?P<day>\d{{1,2}})\b"
+)
+"""A date as the goals say it: ``Wednesday, March 25``."""
+TODAY = re.compile(r"Today's date is (\d{4})-(\d{2})-(\d{2})")
+"""How a policy's system turn states the day (``agents.policies.chat_format``)."""
 REFERENCE = re.compile(r"<v\d+>")
+JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+"""A JSON string literal, escapes included."""
 _SLOT = "\u0000{}\u0000"
+
+
+def _found(match: re.Match[str]) -> str:
+    return match.group(match.lastindex or 0)
 
 
 def uses_references(tokenizer: PreTrainedTokenizerBase) -> bool:
@@ -83,11 +108,26 @@ class References:
         and with ``words`` also times and words (``WORD_OR_VALUE``: a user's turn)."""
 
         def marked(match: re.Match[str]) -> str:
-            value = match.group(1)
+            value = _found(match)
             reference = self._reference(value)
             return value if reference is None else reference + value
 
         return (WORD_OR_VALUE if words else VALUE).sub(marked, text)
+
+    def mark_result(self, text: str) -> str:
+        """A tool's result with its values behind their references: the numbers and ids
+        between its JSON strings (``VALUE``) and every word, time, number and id inside
+        a string that is a value (``WORD_OR_VALUE``); a key's string is left alone."""
+        out: list[str] = []
+        end = 0
+        for match in JSON_STRING.finditer(text):
+            out.append(self.mark(text[end : match.start()]))
+            literal = match.group(0)
+            is_key = text[match.end() : match.end() + 1] == ":"
+            out.append(literal if is_key else self.mark(literal, words=True))
+            end = match.end()
+        out.append(self.mark(text[end:]))
+        return "".join(out)
 
     def refer(self, arguments: Any) -> str | Any:
         """A call's arguments as the compact JSON text the template writes, with each
@@ -120,7 +160,7 @@ class References:
             numbers.append(reference)
             return _SLOT.format(len(numbers) - 1)
         if isinstance(value, str):
-            return WORD_OR_VALUE.sub(lambda m: self._of.get(m.group(1), m.group(1)), value)
+            return WORD_OR_VALUE.sub(lambda m: self._of.get(_found(m), _found(m)), value)
         if isinstance(value, list):
             return [self._referred(v, numbers) for v in value]
         if isinstance(value, dict):
@@ -140,17 +180,60 @@ def with_references(
     (to resolve the next reply with)."""
     references = References()
     shown: list[dict[str, Any]] = []
+    today: date | None = None
     for original in messages:
         message = dict(original)
         role = message.get("role")
-        if role in ("user", "tool") and isinstance(message.get("content"), str):
-            message["content"] = references.mark(message["content"], words=role == "user")
+        content = message.get("content")
+        if role == "system" and isinstance(content, str) and today is None:
+            today = stated_today(content)
+        elif role == "user" and isinstance(content, str):
+            message["content"] = references.mark(with_dates_meant(content, today), words=True)
+        elif role == "tool" and isinstance(content, str):
+            message["content"] = references.mark_result(content)
         elif role == "assistant" and message.get("tool_calls"):
             message["tool_calls"] = [
                 _referred_call(call, references) for call in message["tool_calls"]
             ]
         shown.append(message)
     return shown, references
+
+
+def stated_today(text: str) -> date | None:
+    """The day a system turn states as today's, if it states one."""
+    found = TODAY.search(text)
+    if found is None:
+        return None
+    try:
+        return date(*(int(part) for part in found.groups()))
+    except ValueError:
+        return None
+
+
+def with_dates_meant(text: str, today: date | None) -> str:
+    """``text`` with each spoken date followed by the ISO date it means (module
+    docstring); unchanged without ``today``."""
+    if today is None:
+        return text
+
+    def meant(match: re.Match[str]) -> str:
+        day = _first_on_or_after(today, _MONTHS.index(match["month"]) + 1, int(match["day"]))
+        if day is None or _WEEKDAYS[day.weekday()] != match["weekday"]:
+            return match.group(0)
+        return f"{match.group(0)} ({day.isoformat()})"
+
+    return SPOKEN_DATE.sub(meant, text)
+
+
+def _first_on_or_after(today: date, month: int, day: int) -> date | None:
+    for year in (today.year, today.year + 1):
+        try:
+            candidate = date(year, month, day)
+        except ValueError:
+            continue
+        if candidate >= today:
+            return candidate
+    return None
 
 
 def _referred_call(call: Mapping[str, Any], references: References) -> dict[str, Any]:

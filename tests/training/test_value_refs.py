@@ -32,18 +32,40 @@ from training.value_refs import (
 )
 
 
-def test_numbers_and_ids_are_marked_in_order_of_first_sight_and_nothing_else() -> None:
+def test_dates_numbers_and_ids_are_marked_in_order_of_first_sight_and_nothing_else() -> None:
     refs = References()
     text = refs.mark(
         "Log 60 minutes at 14:00 on 2026-03-14 for c-12, then 60 more; +351 912 and 93.45 EUR"
+        " at 2026-03-14T10:00"
     )
     assert text == (
-        "Log <v1>60 minutes at 14:00 on 2026-03-14 for <v2>c-12, then <v1>60 more; "
-        "+351 <v3>912 and <v4>93.45 EUR"
+        "Log <v1>60 minutes at 14:00 on <v2>2026-03-14 for <v3>c-12, then <v1>60 more; "
+        "+351 <v4>912 and <v5>93.45 EUR at 2026-03-14T10:00"
     )
     assert refs.mark('{"id":"c-12","n":7,"when":"09:30","label":"room2"}') == (
-        '{"id":"<v2>c-12","n":<v5>7,"when":"09:30","label":"room2"}'
+        '{"id":"<v3>c-12","n":<v6>7,"when":"09:30","label":"room2"}'
     )
+
+
+def test_a_results_string_values_are_marked_word_by_word_and_its_keys_not() -> None:
+    refs = References()
+    refs.mark("Text Nora", words=True)
+    shown = refs.mark_result(
+        '{"result":{"value":"Pho Saigon","name":"Nora \\"N\\" Jensen","at":"19:30",'
+        '"id":"r-3","n":2,"tags":["vegan"],"Pho":1}}'
+    )
+    assert shown == (
+        '{"result":{"value":"<v3>Pho <v4>Saigon","name":"<v2>Nora \\"<v5>N\\" <v6>Jensen",'
+        '"at":"<v7>19:30","id":"<v8>r-3","n":<v9>2,"tags":["<v10>vegan"],"Pho":<v11>1}}'
+    )
+    assert refs.mark_result("Error: no contact 7") == "Error: no contact <v12>7"
+    written = refs.refer({"query": "Pho Saigon", "start": "19:30", "restaurant_id": "r-3"})
+    assert written == '{"query":"<v3> <v4>","start":"<v7>","restaurant_id":"<v8>"}'
+    assert json.loads(refs.resolve(written)) == {
+        "query": "Pho Saigon",
+        "start": "19:30",
+        "restaurant_id": "r-3",
+    }
 
 
 def test_a_users_words_and_times_are_referenced_too_and_a_name_is_written_word_by_word() -> None:
@@ -65,12 +87,51 @@ def test_a_users_words_and_times_are_referenced_too_and_a_name_is_written_word_b
     ]
     shown, refs = with_references(messages)
     assert shown[0]["content"] == (
-        "<v1>Book <v2>Taj <v3>Spice <v4>at <v5>20:30 <v6>for <v7>4 <v8>on 2026-03-25"
+        "<v1>Book <v2>Taj <v3>Spice <v4>at <v5>20:30 <v6>for <v7>4 <v8>on <v9>2026-03-25"
     )
     written = shown[1]["tool_calls"][0]["function"]["arguments"]
     assert written == '{"query":"<v2> <v3>","time":"<v5>","party":<v7>}'
-    assert shown[2]["content"] == '{"result": "Taj Spice at 20:30, table <v9>t-2"}'
+    assert shown[2]["content"] == (
+        '{"result": "<v2>Taj <v3>Spice <v4>at <v5>20:30, <v10>table <v11>t-2"}'
+    )
     assert json.loads(refs.resolve(written)) == {"query": "Taj Spice", "time": "20:30", "party": 4}
+
+
+def test_a_word_after_a_dot_and_an_email_address_are_copied_by_reference() -> None:
+    refs = References()
+    assert refs.mark("Text my brother: at nora.jensen@example.com", words=True) == (
+        "<v1>Text <v2>my <v3>brother: <v4>at <v5>nora.jensen@example.com"
+    )
+    arguments = {"key": "user.brother", "to": "nora.jensen@example.com", "k": "user.my_room"}
+    written = refs.refer(arguments)
+    assert written == '{"key":"user.<v3>","to":"<v5>","k":"user.my_room"}'
+    assert json.loads(refs.resolve(written)) == arguments
+
+
+def test_a_spoken_date_is_followed_by_the_date_it_means_from_the_stated_today() -> None:
+    system = {"role": "system", "content": "A planner.\nToday's date is 2026-03-14.\n"}
+    goal = (
+        "Move it to Wednesday, March 25 at 9:00, not Tuesday, March 25, "
+        "and then to Friday, January 8."
+    )
+    call = {
+        "role": "assistant",
+        "tool_calls": [
+            {"type": "function", "function": {"name": "move", "arguments": '{"date":"2026-03-25"}'}}
+        ],
+    }
+    shown, refs = with_references([system, {"role": "user", "content": goal}, call])
+    assert shown[0] == system
+    assert shown[1]["content"] == (
+        "<v1>Move <v2>it <v3>to <v4>Wednesday, <v5>March <v6>25 (<v7>2026-03-25) <v8>at "
+        "<v9>9:00, <v10>not <v11>Tuesday, <v5>March <v6>25, <v12>and <v13>then <v3>to "
+        "<v14>Friday, <v15>January <v16>8 (<v17>2027-01-08)."
+    )
+    written = shown[2]["tool_calls"][0]["function"]["arguments"]
+    assert written == '{"date":"<v7>"}'
+    assert refs.resolve(written) == '{"date":"2026-03-25"}'
+    without_today, _ = with_references([{"role": "user", "content": goal}])
+    assert "(" not in without_today[0]["content"]
 
 
 def test_a_call_writes_numbers_bare_texts_quoted_and_values_inside_texts() -> None:
