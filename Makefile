@@ -12,9 +12,11 @@ APPIUM_STAMP := appium-server/node_modules/.package-lock.json
 
 .PHONY: run test lint label-studio appium bench lock clean
 
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml requirements.lock requirements-no-deps.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		-r requirements-no-deps.lock
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
 		--config-settings editable_mode=compat -e .
 	touch $(STAMP)
