@@ -55,6 +55,10 @@ def run_episode(
     refuses, the backend fails, or the step budget runs out; then verify with privileged
     evidence. Failed episodes are returned like any other: they are evidence.
 
+    A task of several user turns (``TaskSpec.follow_ups``) goes on after each ``finish``
+    but the last: the policy then hears the user's next turn (``TaskView.follow_up``);
+    a verified state ends it only once the last turn has been heard.
+
     The budget is the task's own (``step_budget``) unless ``max_steps`` overrides it; the
     policy is told it, and the trajectory records it.
 
@@ -81,12 +85,14 @@ def run_episode(
         tools=backend.tool_specs(),
         subagents=backend.subagent_specs(),
         max_steps=budget,
+        follow_ups=task.follow_ups,
     )
     session = policy.start(task, view)
     steps: list[Step] = []
     termination = Termination.BUDGET_EXHAUSTED
     retries = 0
     verdict: Verdict | None = None
+    turns_left = len(task.follow_ups)
     try:
         for index in range(budget):
             decision = session.act(steps)
@@ -101,9 +107,12 @@ def run_episode(
                 termination = _ENDS_EPISODE[error.kind]
                 break
             if decision.action is not None and decision.action.kind in TERMINAL_KINDS:
+                if decision.action.kind == "finish" and turns_left:
+                    turns_left -= 1  # the policy hears the user's next turn
+                    continue
                 termination = _ENDED_BY[decision.action.kind]
                 break
-            if stop_when_verified and feedback.state_changes:
+            if stop_when_verified and not turns_left and feedback.state_changes:
                 verdict = verify(task.verifier, steps, backend.evidence(), judge)
                 if verdict.passed:
                     termination = Termination.VERIFIED

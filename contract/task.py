@@ -48,14 +48,20 @@ class TaskSpec(IdentifiedRecord, LateFields):
 
     ``verifier`` and ``reference_plan`` are privileged: policies never see them.
     ``max_steps`` is the task's step budget: every harness (collection, export,
-    evaluation, RL, a served policy's prompt) renders and enforces this one number.
+    evaluation, RL, a served policy's prompt) renders and enforces this one number, over
+    all of its user turns (``goal``, then ``follow_ups``).
     """
 
     id_prefix: ClassVar[str] = "task"
-    late_fields: ClassVar[frozenset[str]] = frozenset({"max_steps"})
+    late_fields: ClassVar[frozenset[str]] = frozenset({"max_steps", "follow_ups"})
 
     fingerprint: str
     goal: str = Field(min_length=1)
+    follow_ups: tuple[str, ...] = Field(
+        default=(),
+        description="the user's later turns, in order: each is said when the policy "
+        "finishes the turn before (finish); the last finish ends the episode",
+    )
     capabilities: tuple[Capability, ...] = Field(min_length=1)
     difficulty: Difficulty
     domains: tuple[str, ...] = Field(min_length=1)

@@ -383,6 +383,7 @@ class _Task:
     spec: str
     """The spec as the catalog stores it (canonical JSON, what ``to_json`` writes)."""
     goal: str
+    follow_ups: tuple[str, ...]
     tools: tuple[str, ...]
     fingerprint: str
     capabilities: list[str]
@@ -397,6 +398,7 @@ class _Task:
         return cls(
             spec=spec,
             goal=parsed["goal"],
+            follow_ups=tuple(parsed.get("follow_ups", ())),
             tools=tuple(parsed["tools"]),
             fingerprint=parsed["fingerprint"],
             capabilities=parsed["capabilities"],
@@ -486,7 +488,13 @@ class _Builder:
         ``skip`` has it."""
         max_steps = self._budget(member, task)
         specs, tools = self._block(task.tools)
-        view = TaskView(goal=task.goal, tools=specs, subagents=self._subagents, max_steps=max_steps)
+        view = TaskView(
+            goal=task.goal,
+            tools=specs,
+            subagents=self._subagents,
+            max_steps=max_steps,
+            follow_ups=task.follow_ups,
+        )
         masked = loss_masked_steps(member.masked_steps, member.human, erroneous)
         chat = conversation(
             steps,

@@ -17,6 +17,14 @@ class TaskView:
     tools: tuple[ToolSpec, ...]
     subagents: tuple[ToolSpec, ...]
     max_steps: int
+    follow_ups: tuple[str, ...] = ()
+    """The user's later turns (``TaskSpec.follow_ups``): a policy hears each only when it
+    has finished the turn before (``follow_up``)."""
+
+    def follow_up(self, finished: int) -> str | None:
+        """What the user says after the policy's ``finished``-th finish (counted from
+        1); None when that finish ended the episode."""
+        return self.follow_ups[finished - 1] if finished <= len(self.follow_ups) else None
 
 
 @dataclass(frozen=True)

@@ -152,13 +152,14 @@ class ToolSource(Protocol):
 
 
 def task_view(task: TaskSpec, source: ToolSource, max_steps: int) -> TaskView:
-    """The view the runner gives a policy for ``task``: its goal, its candidate tools in
-    the task's order, the sub-agents and the step budget; nothing privileged."""
+    """The view the runner gives a policy for ``task``: its user turns, its candidate
+    tools in the task's order, the sub-agents and the step budget; nothing privileged."""
     return TaskView(
         goal=task.goal,
         tools=tuple(source.tool_spec(name) for name in task.tools),
         subagents=source.subagent_specs(),
         max_steps=max_steps,
+        follow_ups=task.follow_ups,
     )
 
 
@@ -494,8 +495,13 @@ def conversation(
     last = steps[-1] if steps else None
     terminal = last if last is not None and last.kind in TERMINAL_KINDS else None
     previous: ChatStep | None = None
+    finished = 0
     for step in steps:
         out.answer_pending(previous)
+        if previous is not None and previous.kind == "finish":
+            finished += 1
+            if (follow_up := view.follow_up(finished)) is not None:
+                out.add({"role": "user", "content": follow_up}, False, previous.position)
         reply = _reply_of(step, recorded)
         if reply is None:  # the endpoint failed: the session appended nothing
             continue

@@ -235,6 +235,8 @@ class ChatSession:
         self._messages: list[Message] = opening_messages(view)
         self._pending: list[tuple[str, str | None]] = []
         """Tool call ids still owed a tool message; None: the last step's feedback."""
+        self._view = view
+        self._finished = 0
 
     @property
     def messages(self) -> list[Message]:
@@ -243,6 +245,11 @@ class ChatSession:
     def act(self, history: Sequence[Step]) -> Decision:
         last = history[-1].feedback if history else None
         self._answer_pending(last)
+        finish = history[-1].action if history else None
+        if finish is not None and finish.kind == "finish":
+            self._finished += 1
+            if (follow_up := self._view.follow_up(self._finished)) is not None:
+                self._messages.append({"role": "user", "content": follow_up})
         reply, retries, failure = self._source.reply(self._messages, self._tools)
         if reply is None:
             return Decision(

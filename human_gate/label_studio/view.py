@@ -234,10 +234,25 @@ def _timeline(t: Trajectory, sensitive: Collection[str], artifact_url: ArtifactU
         for h in ("#", "action", "feedback", "flags")
     )
     repeats = _repeats(t.steps)
-    rows = "".join(_step_row(s, sensitive, artifact_url, repeats.get(s.index)) for s in t.steps)
+    rows = []
+    finished = 0
+    for step in t.steps:
+        rows.append(_step_row(step, sensitive, artifact_url, repeats.get(step.index)))
+        if step.action is not None and step.action.kind == "finish":
+            finished += 1
+            if finished <= len(t.task.follow_ups):
+                rows.append(_user_row(t.task.follow_ups[finished - 1], finished + 1))
     return (
         '<table style="border-collapse:collapse;width:100%;margin:4px 0 10px">'
-        f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _user_row(said: str, turn: int) -> str:
+    """A later user turn, where the conversation heard it: after the finish before."""
+    return (
+        f'<tr style="background:#ddf4ff"><td colspan="4" style="{_CELL}">'
+        f"<b>User, turn {turn}:</b> {_clip(said, TEXT_CHARS)}</td></tr>"
     )
 
 

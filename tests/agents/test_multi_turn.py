@@ -1,0 +1,153 @@
+"""Tasks of several user turns: the episode goes on after each finish but the last, the
+policy hears the next turn then, and the conversation (a policy's, the export's, Label
+Studio's view) shows each user turn where it was said."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+
+from agents.policies.chat_format import (
+    RawCall,
+    Reply,
+    action_call,
+    task_view,
+    template_messages,
+    trajectory_conversation,
+)
+from agents.policies.openai_policy import OPENAI_POLICY, ChatSession
+from agents.policies.scripted import ScriptedPolicy
+from agents.runner import run_episode
+from contract import (
+    TERMINAL_KINDS,
+    CurationRecord,
+    Finish,
+    PolicyInfo,
+    ReviewDecision,
+    Routing,
+    TaskSpec,
+    Termination,
+    step_budget,
+)
+from envs.sandbox import MobileSandbox
+from human_gate import GateItem
+from human_gate.label_studio.view import render_html
+from storage import Catalog
+from tests.training.builders import frozen_dataset, train_tasks
+from training.export import export_dataset
+
+TEMPLATE = "buy_product"
+LATER = ("Also do the rest, please.", "Thanks, that is all.")
+
+
+def turns_of(task: TaskSpec) -> TaskSpec:
+    """``task`` asked in three user turns: its plan's first call, then the rest, then
+    nothing more; the policy finishes each turn."""
+    plan = [a for a in task.reference_plan if a.kind not in TERMINAL_KINDS]
+    split = (
+        *plan[:1],
+        Finish(answer="First part done."),
+        *plan[1:],
+        Finish(answer="All done."),
+        Finish(answer="Bye."),
+    )
+    data = task.model_dump(exclude={"id"})
+    return TaskSpec.model_validate({**data, "reference_plan": split, "follow_ups": LATER})
+
+
+def user_turns(messages: Sequence[dict[str, Any]]) -> list[str]:
+    return [m["content"] for m in messages if m["role"] == "user"]
+
+
+def test_the_episode_goes_on_after_each_finish_but_the_last() -> None:
+    task = turns_of(train_tasks(TEMPLATE, 1)[0])
+    assert len(task.reference_plan) >= 4
+    trajectory = run_episode(task, MobileSandbox(), ScriptedPolicy(), stop_when_verified=False)
+    kinds = [s.action.kind for s in trajectory.steps if s.action is not None]
+    assert kinds.count("finish") == 3 and kinds[-1] == "finish"
+    assert trajectory.metadata.termination is Termination.FINISHED
+    assert trajectory.verdict.passed
+    one_turn = train_tasks(TEMPLATE, 1)[0]
+    stops = run_episode(one_turn, MobileSandbox(), ScriptedPolicy(), stop_when_verified=False)
+    assert [s.action.kind for s in stops.steps if s.action is not None].count("finish") == 1
+
+
+def test_a_chat_policy_hears_each_later_turn_after_its_finish() -> None:
+    task = turns_of(train_tasks(TEMPLATE, 1)[0])
+    sandbox = MobileSandbox()
+    requests: list[list[dict[str, Any]]] = []
+
+    class Replay:
+        """A reply source that calls the reference plan's actions in order."""
+
+        def __init__(self) -> None:
+            self.next = 0
+
+        def reply(
+            self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        ) -> tuple[Reply | None, int, str]:
+            requests.append(list(messages))
+            name, arguments = action_call(task.reference_plan[self.next])
+            call = RawCall(f"call_{self.next}", name, json.dumps(arguments))
+            self.next += 1
+            return Reply(None, None, "tool_calls", (call,), 0, 0), 0, ""
+
+    class Policy:
+        info = PolicyInfo(name=OPENAI_POLICY, version="test")
+
+        def start(self, task: TaskSpec, view: Any) -> ChatSession:
+            return ChatSession(Replay(), view)
+
+    trajectory = run_episode(task, sandbox, Policy(), stop_when_verified=False)
+    assert trajectory.metadata.termination is Termination.FINISHED
+    heard = [user_turns(r) for r in requests]
+    assert heard[0] == [task.goal]
+    assert heard[2] == [task.goal, LATER[0]], "the next turn comes right after the finish"
+    assert heard[-1] == [task.goal, *LATER]
+    replayed = trajectory_conversation(trajectory, task_view(task, sandbox, step_budget(task)))
+    finish_answer = replayed.messages.index(
+        next(m for m in replayed.messages if m["role"] == "user" and m["content"] == LATER[0])
+    )
+    assert replayed.messages[finish_answer - 1]["role"] == "tool"
+    assert replayed.messages[: len(requests[-1])] == requests[-1]
+
+
+def test_the_export_and_the_annotators_view_show_every_user_turn(tmp_path: Path) -> None:
+    tasks = [turns_of(t) for t in train_tasks(TEMPLATE, 3)]
+    frozen = frozen_dataset(tmp_path, tasks)
+    with Catalog.open(frozen.catalog_path) as catalog:
+        export_dataset(catalog, frozen.version.id, tmp_path / "export")
+        stored = {
+            m.trajectory_id: catalog.trajectories.get(m.trajectory_id)
+            for m in frozen.version.members
+        }
+    trajectory = next(iter(stored.values()))
+    sft = datasets.load_from_disk(str(tmp_path / "export" / "hf"))["sft"]
+    assert len(sft) == 3
+    for row in sft:
+        messages = row["messages"]
+        assert user_turns(messages)[1:] == list(LATER)
+        episode = stored[row["trajectory_id"]]
+        view = task_view(episode.task, MobileSandbox(), step_budget(episode.task))
+        replayed = template_messages(trajectory_conversation(episode, view).messages)
+        assert messages == json.loads(json.dumps(replayed)), "columns and records agree"
+        trained = [t for m, t in zip(messages, row["trained"], strict=True) if m["role"] == "user"]
+        assert trained == [False, False, False]
+    record = CurationRecord(
+        trajectory_id=trajectory.id,
+        task_id=trajectory.task.id,
+        round_id="r",
+        kept=True,
+        supported=True,
+        routing=Routing.NEEDS_HUMAN,
+        reason="test",
+        quality=0.9,
+        suggested=ReviewDecision.APPROVE,
+    )
+    html = render_html(GateItem(trajectory, record))
+    assert "User, turn 2:" in html and "User, turn 3:" in html
+    assert html.index("User, turn 2:") < html.index("User, turn 3:")
