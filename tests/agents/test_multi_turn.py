@@ -12,6 +12,7 @@ from typing import Any
 import datasets
 
 from agents.policies.chat_format import (
+    OPENAI_POLICY,
     RawCall,
     Reply,
     action_call,
@@ -19,7 +20,7 @@ from agents.policies.chat_format import (
     template_messages,
     trajectory_conversation,
 )
-from agents.policies.openai_policy import OPENAI_POLICY, ChatSession
+from agents.policies.openai_policy import ChatSession
 from agents.policies.scripted import ScriptedPolicy
 from agents.runner import run_episode
 from contract import (
