@@ -3,9 +3,10 @@
 A model trained from scratch on a CPU learns which function a goal asks for long before it
 learns to copy the values its arguments need from the goal or a tool result (README, "The
 nano base"). Copying is easier when a value is one token that names it: each word,
-number, time, date and entity id of the user's turns and of the values in the tools'
-results is shown behind a reference token (``<v1>``, ``<v2>``, ... in the order values
-first appear: ``<v1>Log <v2>60 <v3>minutes``), and a call that copies one writes its
+number, time, date, email address and entity id of the user's turns, and each number,
+date, email address and entity id of the tools' results, is shown behind a reference
+token (``<v1>``, ``<v2>``, ... in the order values first appear: ``<v1>Log <v2>60
+<v3>minutes``), and a call that copies one writes its
 reference (``{"minutes":<v2>}``, ``{"query":"<v7> <v8>"}`` for a name of two words). For
 a template's every parameter draw the reference is then the same token, which the model
 learns as it learns a function's name. A reply's references are resolved to their
@@ -19,10 +20,15 @@ means, in parentheses (``(<v9>2026-03-25)``), the year taken from the system tur
 a reference instead of computing a calendar. Without a stated today, or when the weekday
 does not fit, nothing is added.
 
+A tool's words are not referenced: with every word of a result's strings behind a
+reference too, the model wrote a word where an id belongs (a song's title for its id, a
+word of an error message for a contact's id), and greedy episodes on the development
+set's seen templates solved fewer tasks (README, "The nano base"). Digits inside a word,
+a phone number's country code after ``+`` and a decimal's parts are not values either.
+
 Marking depends only on the messages before a turn, so rendering a longer conversation
 extends the rendering of a shorter one (what SFT's masks and the rollouts' token traces
-rely on). A tool's keys, digits inside a word, a phone number's country code after
-``+`` and a decimal's parts are not values.
+rely on).
 """
 
 from __future__ import annotations
@@ -44,14 +50,14 @@ _NUMBER_OR_ID = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\d{4}-\d{2}-\d{2}|[a-z]+-\d+|\d+(
 VALUE = re.compile(rf"{_ALONE_BEFORE}({_NUMBER_OR_ID}){_ALONE_AFTER}")
 """An email address, a date (``2026-03-14``), a number (``60``, ``93.45``) or an entity
 id (``p-14``) standing alone: not part of a word, a time (``14:00``) or a longer number.
-What a tool's result is marked by outside its strings."""
+What a tool's result is marked by."""
 WORD_OR_VALUE = re.compile(
     rf"{_ALONE_BEFORE}(?P<value>{_NUMBER_OR_ID}|\d{{1,2}}:\d{{2}}){_ALONE_AFTER}"
     rf"|(?<![\w+-])(?P<word>[^\W\d_]+)(?!\w|-\d|\.\d)"
 )
 """``VALUE``, a time (``20:30``) or a word, also after a dot (``user.brother``) or before
-a colon (``brother:``): what the user's turns and the strings of a tool's result are
-marked by, since a call copies names, labels, choices and keys word by word."""
+a colon (``brother:``): what the user's turns are marked by, since a call copies names,
+labels, choices and keys from the request word by word."""
 _MONTHS = (
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
@@ -64,8 +70,6 @@ SPOKEN_DATE = re.compile(
 TODAY = re.compile(r"Today's date is (\d{4})-(\d{2})-(\d{2})")
 """How a policy's system turn states the day (``agents.policies.chat_format``)."""
 REFERENCE = re.compile(r"<v\d+>")
-JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-"""A JSON string literal, escapes included."""
 _SLOT = "\u0000{}\u0000"
 
 
@@ -113,21 +117,6 @@ class References:
             return value if reference is None else reference + value
 
         return (WORD_OR_VALUE if words else VALUE).sub(marked, text)
-
-    def mark_result(self, text: str) -> str:
-        """A tool's result with its values behind their references: the numbers and ids
-        between its JSON strings (``VALUE``) and every word, time, number and id inside
-        a string that is a value (``WORD_OR_VALUE``); a key's string is left alone."""
-        out: list[str] = []
-        end = 0
-        for match in JSON_STRING.finditer(text):
-            out.append(self.mark(text[end : match.start()]))
-            literal = match.group(0)
-            is_key = text[match.end() : match.end() + 1] == ":"
-            out.append(literal if is_key else self.mark(literal, words=True))
-            end = match.end()
-        out.append(self.mark(text[end:]))
-        return "".join(out)
 
     def refer(self, arguments: Any) -> str | Any:
         """A call's arguments as the compact JSON text the template writes, with each
@@ -190,7 +179,7 @@ def with_references(
         elif role == "user" and isinstance(content, str):
             message["content"] = references.mark(with_dates_meant(content, today), words=True)
         elif role == "tool" and isinstance(content, str):
-            message["content"] = references.mark_result(content)
+            message["content"] = references.mark(content)
         elif role == "assistant" and message.get("tool_calls"):
             message["tool_calls"] = [
                 _referred_call(call, references) for call in message["tool_calls"]

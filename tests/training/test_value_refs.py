@@ -47,28 +47,23 @@ def test_dates_numbers_and_ids_are_marked_in_order_of_first_sight_and_nothing_el
     )
 
 
-def test_a_results_string_values_are_marked_word_by_word_and_its_keys_not() -> None:
-    refs = References()
-    refs.mark("Text Nora", words=True)
-    shown = refs.mark_result(
-        '{"result":{"value":"Pho Saigon","name":"Nora \\"N\\" Jensen","at":"19:30",'
-        '"id":"r-3","n":2,"tags":["vegan"],"Pho":1}}'
+def test_a_tool_results_words_are_not_referenced_its_ids_dates_and_emails_are() -> None:
+    messages = [
+        {"role": "user", "content": "Book Pho Saigon"},
+        {
+            "role": "tool",
+            "content": '{"result":{"name":"Pho Saigon","id":"r-3","on":"2026-03-20",'
+            '"mail":"pho@example.com","at":"19:30","error":"not found"}}',
+        },
+    ]
+    shown, _ = with_references(messages)
+    assert shown[1]["content"] == (
+        '{"result":{"name":"Pho Saigon","id":"<v4>r-3","on":"<v5>2026-03-20",'
+        '"mail":"<v6>pho@example.com","at":"19:30","error":"not found"}}'
     )
-    assert shown == (
-        '{"result":{"value":"<v3>Pho <v4>Saigon","name":"<v2>Nora \\"<v5>N\\" <v6>Jensen",'
-        '"at":"<v7>19:30","id":"<v8>r-3","n":<v9>2,"tags":["<v10>vegan"],"Pho":<v11>1}}'
-    )
-    assert refs.mark_result("Error: no contact 7") == "Error: no contact <v12>7"
-    written = refs.refer({"query": "Pho Saigon", "start": "19:30", "restaurant_id": "r-3"})
-    assert written == '{"query":"<v3> <v4>","start":"<v7>","restaurant_id":"<v8>"}'
-    assert json.loads(refs.resolve(written)) == {
-        "query": "Pho Saigon",
-        "start": "19:30",
-        "restaurant_id": "r-3",
-    }
 
 
-def test_a_users_words_and_times_are_referenced_too_and_a_name_is_written_word_by_word() -> None:
+def test_a_users_words_and_times_are_referenced_and_a_name_is_written_word_by_word() -> None:
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": "Book Taj Spice at 20:30 for 4 on 2026-03-25"},
         {
@@ -91,9 +86,7 @@ def test_a_users_words_and_times_are_referenced_too_and_a_name_is_written_word_b
     )
     written = shown[1]["tool_calls"][0]["function"]["arguments"]
     assert written == '{"query":"<v2> <v3>","time":"<v5>","party":<v7>}'
-    assert shown[2]["content"] == (
-        '{"result": "<v2>Taj <v3>Spice <v4>at <v5>20:30, <v10>table <v11>t-2"}'
-    )
+    assert shown[2]["content"] == '{"result": "Taj Spice at 20:30, table <v10>t-2"}'
     assert json.loads(refs.resolve(written)) == {"query": "Taj Spice", "time": "20:30", "party": 4}
 
 
