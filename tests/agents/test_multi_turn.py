@@ -11,6 +11,7 @@ from typing import Any
 
 import datasets
 
+from agents.curator import curate
 from agents.policies.chat_format import (
     OPENAI_POLICY,
     RawCall,
@@ -25,11 +26,8 @@ from agents.policies.scripted import ScriptedPolicy
 from agents.runner import run_episode
 from contract import (
     TERMINAL_KINDS,
-    CurationRecord,
     Finish,
     PolicyInfo,
-    ReviewDecision,
-    Routing,
     TaskSpec,
     Termination,
     step_budget,
@@ -138,17 +136,7 @@ def test_the_export_and_the_annotators_view_show_every_user_turn(tmp_path: Path)
         assert messages == json.loads(json.dumps(replayed)), "columns and records agree"
         trained = [t for m, t in zip(messages, row["trained"], strict=True) if m["role"] == "user"]
         assert trained == [False, False, False]
-    record = CurationRecord(
-        trajectory_id=trajectory.id,
-        task_id=trajectory.task.id,
-        round_id="r",
-        kept=True,
-        supported=True,
-        routing=Routing.NEEDS_HUMAN,
-        reason="test",
-        quality=0.9,
-        suggested=ReviewDecision.APPROVE,
-    )
+    record = curate([trajectory], "r")[0]
     html = render_html(GateItem(trajectory, record))
     assert "User, turn 2:" in html and "User, turn 3:" in html
     assert html.index("User, turn 2:") < html.index("User, turn 3:")
