@@ -146,3 +146,43 @@ def test_a_tokenizer_without_a_chat_template_is_refused(base: BaseModel) -> None
     tokenizer = base.tokenizer.__class__(tokenizer_object=base.tokenizer.backend_tokenizer)
     with pytest.raises(TemplateError, match="chat template"):
         LocalChatModel(base.model, tokenizer, name="tiny")
+
+
+@pytest.mark.parametrize("name", ["tiny", "nano"])
+def test_a_later_user_turn_extends_the_trace_as_the_harness_s_tokens(
+    task: TaskSpec, name: str
+) -> None:
+    later = "Thanks! Now turn it back on at 9:30 on 2026-03-20."
+    (action,) = task.reference_plan
+    two_turns = TaskSpec.model_validate({**task.model_dump(exclude={"id"}), "follow_ups": (later,)})
+    view = task_view(two_turns, MobileSandbox(), MAX_STEPS)
+    corpus = [json.dumps(format_tools(view)) + json.dumps(opening_messages(view)) + later]
+    base = load_base(name, corpus, seed=0)
+    arguments = dict(action.arguments)  # type: ignore[union-attr]
+    policy = ScriptedLocal(
+        base.model,
+        base.tokenizer,
+        name=f"scripted-{name}",
+        texts=[
+            _call("set_setting", arguments),
+            _call("finish", {"answer": "Done."}),
+            _call("finish", {"answer": "Bye."}),
+        ],
+    )
+    trajectory = run_episode(two_turns, MobileSandbox(), policy, max_steps=MAX_STEPS)
+    assert [s.action.kind for s in trajectory.steps if s.action] == [
+        "tool_call",
+        "finish",
+        "finish",
+    ]
+    assert trajectory.metadata.termination is Termination.FINISHED
+    (session,) = policy.sessions
+    assert [m["content"] for m in session.messages if m["role"] == "user"][1:] == [later]
+    trace = session.trace
+    assert trace is not None
+    harness = [t for t, m in zip(trace.completion_ids, trace.model_mask, strict=True) if not m]
+    heard = base.tokenizer.decode(harness, skip_special_tokens=False)
+    # The later turn is the harness's, never the model's (nano reads its words by reference).
+    assert all(word in heard for word in ("Now", "turn", "back", "9:30", "2026-03-20"))
+    generated = [t for t, m in zip(trace.completion_ids, trace.model_mask, strict=True) if m]
+    assert len(generated) == sum(s.output_tokens for s in trajectory.steps)
