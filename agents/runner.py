@@ -7,6 +7,7 @@ from agents.policies.base import Decision, Policy, TaskView
 from contract import (
     DEFAULT_MAX_STEPS,
     TERMINAL_KINDS,
+    TURN_ENDING_KINDS,
     Cost,
     ErrorKind,
     Feedback,
@@ -56,7 +57,8 @@ def run_episode(
     evidence. Failed episodes are returned like any other: they are evidence.
 
     A task of several user turns (``TaskSpec.follow_ups``) goes on after each ``finish``
-    but the last: the policy then hears the user's next turn (``TaskView.follow_up``);
+    or ``clarify`` but the last: the policy then hears the user's next turn
+    (``TaskView.follow_up``);
     a verified state ends it only once the last turn has been heard.
 
     The budget is the task's own (``step_budget``) unless ``max_steps`` overrides it; the
@@ -107,7 +109,7 @@ def run_episode(
                 termination = _ENDS_EPISODE[error.kind]
                 break
             if decision.action is not None and decision.action.kind in TERMINAL_KINDS:
-                if decision.action.kind == "finish" and turns_left:
+                if decision.action.kind in TURN_ENDING_KINDS and turns_left:
                     turns_left -= 1  # the policy hears the user's next turn
                     continue
                 termination = _ENDED_BY[decision.action.kind]

@@ -5,6 +5,7 @@ Imports nothing else of this project.
 
 from contract.actions import (
     TERMINAL_KINDS,
+    TURN_ENDING_KINDS,
     Action,
     ActionKind,
     Clarify,
@@ -132,6 +133,7 @@ from contract.retry import RetryPolicy
 from contract.task import (
     DEFAULT_MAX_STEPS,
     MAX_CANDIDATE_TOOLS,
+    MAX_OFFERED_TOOLS,
     MAX_STEP_BUDGET,
     InitialConditions,
     StatePatch,
@@ -149,6 +151,7 @@ from contract.verifier import (
     ActionPattern,
     AllowedChange,
     AnswerCheck,
+    BfclCheck,
     ChangeOp,
     Check,
     CheckResult,
@@ -175,6 +178,7 @@ __all__ = [
     "GATE_KINDS",
     "LOCATOR_STRATEGIES",
     "MAX_CANDIDATE_TOOLS",
+    "MAX_OFFERED_TOOLS",
     "MAX_STEP_BUDGET",
     "MODEL_ID",
     "MODEL_NAME",
@@ -187,6 +191,7 @@ __all__ = [
     "TERMINAL_KINDS",
     "TRAJECTORY_ID",
     "TRUSTED_IDS",
+    "TURN_ENDING_KINDS",
     "WORK_POOL",
     "Action",
     "ActionKind",
@@ -197,6 +202,7 @@ __all__ = [
     "AnswerCheck",
     "ApprovalDecision",
     "Back",
+    "BfclCheck",
     "Capability",
     "ChangeOp",
     "Check",

@@ -134,6 +134,10 @@ ActionKind = Literal[
     "finish",
 ]
 TERMINAL_KINDS: frozenset[str] = frozenset({"clarify", "refuse", "finish"})
+TURN_ENDING_KINDS: frozenset[str] = frozenset({"clarify", "finish"})
+"""Actions after which a task of several user turns goes on with the user's next turn
+(an answer, or the missing detail a question asked for); after the last, the episode
+ends."""
 
 action_adapter: TypeAdapter[Action] = TypeAdapter(Action)
 

@@ -12,6 +12,10 @@ from contract.enums import Capability, Difficulty, Split, TaskSource
 from contract.verifier import VerifierSpec
 
 MAX_CANDIDATE_TOOLS = 15
+"""Candidate tools the sandbox recalls for a task at most."""
+MAX_OFFERED_TOOLS = 64
+"""Functions a task may offer: a foreign backend's task offers all of its classes'
+(a BFCL task, 20 to 50)."""
 DEFAULT_MAX_STEPS = 15
 """The step budget of a task that records none (tasks stored before budgets were)."""
 MAX_STEP_BUDGET = 100
@@ -66,7 +70,7 @@ class TaskSpec(IdentifiedRecord, LateFields):
     difficulty: Difficulty
     domains: tuple[str, ...] = Field(min_length=1)
     tools: tuple[str, ...] = Field(
-        max_length=MAX_CANDIDATE_TOOLS, description="candidate tools recalled for the task"
+        max_length=MAX_OFFERED_TOOLS, description="candidate tools offered for the task"
     )
     initial_conditions: InitialConditions
     verifier: VerifierSpec

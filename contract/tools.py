@@ -13,7 +13,11 @@ from contract.enums import ToolEffect
 class ToolSpec(Record):
     """A typed tool: its name, app domain, description and JSON-Schema parameters."""
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]{1,63}$")
+    name: str = Field(
+        pattern=r"^[A-Za-z][A-Za-z0-9_]{1,63}$",
+        description="snake_case in the sandbox; a foreign backend keeps its own "
+        "(BFCL's fillFuelTank)",
+    )
     domain: str
     description: str = Field(min_length=1)
     parameters: dict[str, Any] = Field(

@@ -214,6 +214,19 @@ class RubricCheck(_Check):
         return f"rubric: {self.criteria}"
 
 
+class BfclCheck(_Check):
+    """BFCL's multi-turn check of the BFCL task ``task``: after each user turn with
+    ground-truth calls, every involved instance's state equals the ground truth's and the
+    ground truth's results were produced (``envs.bfcl.verify``; the episode's calls are
+    split into turns at its finish actions)."""
+
+    kind: Literal["bfcl"] = "bfcl"
+    task: str = Field(pattern=r"^multi_turn_[a-z_]+_\d+$")
+
+    def describe(self) -> str:
+        return f"BFCL {self.task}: state and results after every user turn"
+
+
 Check = Annotated[
     ExactToolCallCheck
     | StatePredicateCheck
@@ -222,7 +235,8 @@ Check = Annotated[
     | AnswerCheck
     | UIStateCheck
     | CollateralCheck
-    | RubricCheck,
+    | RubricCheck
+    | BfclCheck,
     Field(discriminator="kind"),
 ]
 CHECK_KINDS: tuple[str, ...] = (
@@ -234,6 +248,7 @@ CHECK_KINDS: tuple[str, ...] = (
     "ui_state",
     "no_collateral",
     "rubric",
+    "bfcl",
 )
 check_adapter: TypeAdapter[Check] = TypeAdapter(Check)
 

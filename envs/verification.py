@@ -30,6 +30,7 @@ from contract import (
     ActionOrderCheck,
     ActionPattern,
     AnswerCheck,
+    BfclCheck,
     Check,
     CheckResult,
     Clarify,
@@ -49,6 +50,7 @@ from contract import (
     VerifierSpec,
 )
 from envs.backend import PrivilegedEvidence, Row
+from envs.bfcl.verify import check_steps
 from envs.screen import ScreenError, parse_screen, select
 from envs.state_diff import state_diff, unexpected_changes
 
@@ -92,6 +94,8 @@ def _run_check(
         met, info = _ui_state(check, evidence)
     elif isinstance(check, CollateralCheck):
         met, info = _collateral(check, evidence)
+    elif isinstance(check, BfclCheck):
+        met, info = _bfcl(check, steps)
     else:
         met, info = _rubric(check, steps, judge)
     return CheckResult(
@@ -100,11 +104,13 @@ def _run_check(
         met=met,
         weight=check.weight,
         evidence=info,
-        credit=None if met else _credit(check, done, evidence),
+        credit=None if met else _credit(check, steps, done, evidence),
     )
 
 
-def _credit(check: Check, done: list[Action], evidence: PrivilegedEvidence) -> float | None:
+def _credit(
+    check: Check, steps: Sequence[Step], done: list[Action], evidence: PrivilegedEvidence
+) -> float | None:
     """What an unmet check earns (module docstring); None for nothing."""
     share: float = 0.0
     if isinstance(check, StatePredicateCheck) and check.expect in ("exists", "exactly_one"):
@@ -118,6 +124,8 @@ def _credit(check: Check, done: list[Action], evidence: PrivilegedEvidence) -> f
     elif isinstance(check, CollaborationCheck):
         called = any(isinstance(a, SubAgentCall) and a.agent == check.agent for a in done)
         share = 0.5 if called else 0.0
+    elif isinstance(check, BfclCheck):
+        share = check_steps(check.task, steps)[2]
     return round(min(share, MAX_CREDIT), 6) if share > 0 else None
 
 
@@ -400,6 +408,11 @@ def _ui_state(check: UIStateCheck, evidence: PrivilegedEvidence) -> tuple[bool, 
 
 MAX_LISTED_CHANGES = 20
 """Unexpected changes listed in a collateral check's evidence (the count is complete)."""
+
+
+def _bfcl(check: BfclCheck, steps: Sequence[Step]) -> tuple[bool, JsonValue]:
+    met, evidence, _ = check_steps(check.task, steps)
+    return met, evidence
 
 
 def _collateral(check: CollateralCheck, evidence: PrivilegedEvidence) -> tuple[bool, JsonValue]:

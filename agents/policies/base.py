@@ -19,11 +19,11 @@ class TaskView:
     max_steps: int
     follow_ups: tuple[str, ...] = ()
     """The user's later turns (``TaskSpec.follow_ups``): a policy hears each only when it
-    has finished the turn before (``follow_up``)."""
+    has ended the turn before (a finish or a clarify: ``TURN_ENDING_KINDS``)."""
 
     def follow_up(self, finished: int) -> str | None:
-        """What the user says after the policy's ``finished``-th finish (counted from
-        1); None when that finish ended the episode."""
+        """What the user says after the policy's ``finished``-th turn ended (counted from
+        1); None when that ended the episode."""
         return self.follow_ups[finished - 1] if finished <= len(self.follow_ups) else None
 
 

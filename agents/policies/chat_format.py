@@ -21,6 +21,7 @@ import orjson
 from agents.policies.base import TaskView
 from contract import (
     TERMINAL_KINDS,
+    TURN_ENDING_KINDS,
     Action,
     Clarify,
     ErrorKind,
@@ -498,7 +499,7 @@ def conversation(
     finished = 0
     for step in steps:
         out.answer_pending(previous)
-        if previous is not None and previous.kind == "finish":
+        if previous is not None and previous.kind in TURN_ENDING_KINDS:
             finished += 1
             if (follow_up := view.follow_up(finished)) is not None:
                 out.add({"role": "user", "content": follow_up}, False, previous.position)

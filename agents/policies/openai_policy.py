@@ -46,6 +46,7 @@ from agents.policies.chat_format import (
     render_feedback,
 )
 from contract import (
+    TURN_ENDING_KINDS,
     Action,
     ErrorKind,
     ExecutionError,
@@ -245,8 +246,8 @@ class ChatSession:
     def act(self, history: Sequence[Step]) -> Decision:
         last = history[-1].feedback if history else None
         self._answer_pending(last)
-        finish = history[-1].action if history else None
-        if finish is not None and finish.kind == "finish":
+        ended = history[-1].action if history else None
+        if ended is not None and ended.kind in TURN_ENDING_KINDS:
             self._finished += 1
             if (follow_up := self._view.follow_up(self._finished)) is not None:
                 self._messages.append({"role": "user", "content": follow_up})

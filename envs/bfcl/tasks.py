@@ -114,6 +114,7 @@ def public_methods(cls: type) -> Iterator[tuple[str, Callable[..., Any]]]:
             yield name, member
 
 
+@cache
 def load_tasks(category: str) -> tuple[BfclTask, ...]:
     """Every task of a multi-turn ``category`` (``CATEGORIES``), in BFCL's order."""
     if category not in CATEGORIES:
@@ -124,6 +125,17 @@ def load_tasks(category: str) -> tuple[BfclTask, ...]:
         for a in _json_lines(f"possible_answer/BFCL_v4_multi_turn_{category}.json")
     }
     return tuple(_task(entry, answers[entry["id"]], category) for entry in entries)
+
+
+def task_by_id(task_id: str) -> BfclTask:
+    """The BFCL task ``task_id`` (``multi_turn_base_12``)."""
+    category, _, number = task_id.removeprefix("multi_turn_").rpartition("_")
+    if category not in CATEGORIES or not number.isdigit():
+        raise InvalidInputError("task", f"{task_id!r} is not a BFCL multi-turn task id")
+    found = next((t for t in load_tasks(category) if t.id == task_id), None)
+    if found is None:
+        raise InvalidInputError("task", f"BFCL has no task {task_id!r}")
+    return found
 
 
 def function_docs(classes: tuple[str, ...]) -> tuple[dict[str, Any], ...]:

@@ -26,8 +26,8 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from contract import CheckResult, Verdict
-from envs.bfcl.tasks import BfclCall, BfclTask
+from contract import TURN_ENDING_KINDS, CheckResult, Step, ToolCall, Verdict
+from envs.bfcl.tasks import BfclCall, BfclTask, task_by_id
 from envs.bfcl.world import BfclWorld, state_differences
 
 
@@ -95,3 +95,26 @@ def _missing(expected: Sequence[str], produced: Sequence[str]) -> list[str]:
 def _json(value: Any) -> JsonValue:
     """``value`` as JSON data (sets, objects and the like by ``str``)."""
     return json.loads(json.dumps(value, default=str))  # type: ignore[no-any-return]
+
+
+def turns_of(steps: Sequence[Step]) -> list[list[BfclCall]]:
+    """The calls of an episode's user turns: its tool calls (those that failed too, as
+    BFCL runs every call a model makes), split at each finish or clarify."""
+    turns: list[list[BfclCall]] = [[]]
+    for step in steps:
+        action = step.action
+        if isinstance(action, ToolCall):
+            turns[-1].append(BfclCall(action.tool, action.arguments))
+        elif action is not None and action.kind in TURN_ENDING_KINDS:
+            turns.append([])
+    if len(turns) > 1 and not turns[-1]:
+        turns.pop()
+    return turns
+
+
+def check_steps(task_id: str, steps: Sequence[Step]) -> tuple[bool, JsonValue, float]:
+    """Whether the episode's steps pass BFCL's check of ``task_id``, the failed turn
+    checks as evidence, and the share of turn checks met (partial credit)."""
+    verdict = verify_episode(task_by_id(task_id), turns_of(steps))
+    failed = [{"check": c.description, "evidence": c.evidence} for c in verdict.checks if not c.met]
+    return verdict.passed, _json(failed) if failed else None, verdict.progress

@@ -27,6 +27,7 @@ import orjson
 from pydantic import JsonValue
 
 from contract import (
+    TURN_ENDING_KINDS,
     CheckResult,
     Clarify,
     CurationRecord,
@@ -238,7 +239,7 @@ def _timeline(t: Trajectory, sensitive: Collection[str], artifact_url: ArtifactU
     finished = 0
     for step in t.steps:
         rows.append(_step_row(step, sensitive, artifact_url, repeats.get(step.index)))
-        if step.action is not None and step.action.kind == "finish":
+        if step.action is not None and step.action.kind in TURN_ENDING_KINDS:
             finished += 1
             if finished <= len(t.task.follow_ups):
                 rows.append(_user_row(t.task.follow_ups[finished - 1], finished + 1))

@@ -1,6 +1,6 @@
 """Our BFCL verdicts agree with ``bfcl_eval``'s own ``multi_turn_checker`` on every task of
-the base category: the ground truth, a corrupted ground truth and a scripted policy with
-injected faults."""
+the base category: the ground truth, corrupted ground truths, and our runner's episodes of
+a scripted policy with injected faults."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ from collections.abc import Callable, Sequence
 import pytest
 from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_checker as checker
 
+from agents.policies.scripted import FaultConfig, ScriptedPolicy
+from agents.runner import run_episode
+from envs.bfcl.backend import BfclBackend, task_spec
 from envs.bfcl.tasks import BfclCall, BfclTask, load_tasks
-from envs.bfcl.verify import verify_episode
+from envs.bfcl.verify import turns_of, verify_episode
 
 Turns = list[list[BfclCall]]
 _runs = itertools.count()
@@ -137,3 +140,19 @@ def test_our_verdicts_agree_with_bfcls_checker_on_every_base_task(fault: str) ->
         assert passed == 0
     else:
         assert 0 < passed < 200, "the fault is caught on some tasks, harmless on others"
+
+
+def test_our_runner_s_verdicts_agree_with_bfcls_checker_for_a_faulty_scripted_policy() -> None:
+    """Episodes of our runner on every base task, the scripted policy injecting a fault
+    (and recovering from half of them): the verdict the runner recorded and BFCL's
+    checker on the episode's calls agree."""
+    backend, policy = BfclBackend(), ScriptedPolicy(FaultConfig(rate=1.0, recovery_rate=0.5))
+    disagreements, passed = [], 0
+    for task in load_tasks("base"):
+        trajectory = run_episode(task_spec(task), backend, policy)
+        ours = trajectory.verdict.passed
+        passed += ours
+        if ours != bfcl_valid(task, turns_of(trajectory.steps)):
+            disagreements.append(task.id)
+    assert disagreements == []
+    assert 0 < passed < 200
