@@ -355,6 +355,44 @@ def train(
     )
 
 
+@app.command("eval")
+def eval_suite(
+    suite: Annotated[str, typer.Option(metavar="bfcl-multi-turn", help="the suite")] = (
+        "bfcl-multi-turn"
+    ),
+    policy: Annotated[
+        str,
+        typer.Option(metavar=POLICY_CHOICES, help="who answers: champion is the model server's"),
+    ] = "champion",
+    category: Annotated[
+        list[str] | None,
+        typer.Option(help="base, long_context, miss_param (repeatable; default: all three)"),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="tasks per category")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """A policy on BFCL's multi-turn tasks: accuracy per category by our verifier and by
+    BFCL's own checker on the same episodes."""
+    from cli.output import table
+    from envs.bfcl.suite import RUN_CATEGORIES, SUITE, run_suite
+    from flows.policies import build_policy
+    from flows.settings import load_settings
+
+    if suite != SUITE:
+        raise InvalidInputError("--suite", f"unknown suite {suite!r}", [SUITE])
+    chosen = build_policy(policy, load_settings(), fault_rate=0.0)
+    scores = run_suite(chosen, category or RUN_CATEGORIES, limit)
+    if as_json:
+        emit_json({"suite": suite, "policy": policy, "categories": [s.as_dict() for s in scores]})
+        return
+    rows = [
+        (s.category, s.tasks, f"{s.accuracy:.3f}", f"{s.bfcl_accuracy:.3f}", len(s.disagreements))
+        for s in scores
+    ]
+    header = ("category", "tasks", "accuracy", "BFCL's checker", "disagreements")
+    typer.echo(table(header, rows))
+
+
 @app.command("loop")
 def loop(
     rounds: Annotated[int, typer.Option(min=1, max=100, help="turns of round, train, deploy")] = 2,

@@ -19,6 +19,7 @@ every check met.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -29,6 +30,8 @@ from pydantic import JsonValue
 from contract import TURN_ENDING_KINDS, CheckResult, Step, ToolCall, Verdict
 from envs.bfcl.tasks import BfclCall, BfclTask, task_by_id
 from envs.bfcl.world import BfclWorld, state_differences
+
+_CHECKS = itertools.count()
 
 
 def verify_episode(task: BfclTask, turns: Sequence[Sequence[BfclCall]]) -> Verdict:
@@ -95,6 +98,29 @@ def _missing(expected: Sequence[str], produced: Sequence[str]) -> list[str]:
 def _json(value: Any) -> JsonValue:
     """``value`` as JSON data (sets, objects and the like by ``str``)."""
     return json.loads(json.dumps(value, default=str))  # type: ignore[no-any-return]
+
+
+def bfcl_checker_valid(task: BfclTask, turns: Sequence[Sequence[BfclCall]]) -> bool:
+    """BFCL's own verdict on the same calls (``bfcl_eval``'s ``multi_turn_checker``, each
+    call its own step), the oracle ours is compared with. As BFCL's ``eval_runner`` does,
+    a different number of turns is invalid before the checker runs ("force-terminated")."""
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+
+    if len(turns) != len(task.ground_truth):
+        return False
+    entry = {
+        "id": task.id,
+        "initial_config": task.initial_config,
+        "involved_classes": list(task.classes),
+    }
+    result = multi_turn_checker(
+        [[[call.as_bfcl_text()] for call in turn] for turn in turns],
+        [[call.as_bfcl_text() for call in turn] for turn in task.ground_truth],
+        entry,
+        f"multi_turn_{task.category}",
+        f"flywheel_{next(_CHECKS)}",  # BFCL keeps instances by this name and the task id
+    )
+    return bool(result["valid"])
 
 
 def turns_of(steps: Sequence[Step]) -> list[list[BfclCall]]:

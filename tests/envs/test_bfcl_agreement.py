@@ -4,42 +4,18 @@ a scripted policy with injected faults."""
 
 from __future__ import annotations
 
-import itertools
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import pytest
-from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_checker as checker
 
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
 from envs.bfcl.backend import BfclBackend, task_spec
 from envs.bfcl.tasks import BfclCall, BfclTask, load_tasks
-from envs.bfcl.verify import turns_of, verify_episode
+from envs.bfcl.verify import bfcl_checker_valid, turns_of, verify_episode
 
 Turns = list[list[BfclCall]]
-_runs = itertools.count()
-
-
-def bfcl_valid(task: BfclTask, turns: Sequence[Sequence[BfclCall]]) -> bool:
-    """BFCL's own verdict (each call its own step, as a model that calls one at a time).
-    As BFCL's ``eval_runner`` does, a different number of turns is invalid before the
-    checker runs ("force-terminated")."""
-    if len(turns) != len(task.ground_truth):
-        return False
-    entry = {
-        "id": task.id,
-        "initial_config": task.initial_config,
-        "involved_classes": list(task.classes),
-    }
-    result = checker.multi_turn_checker(
-        [[[call.as_bfcl_text()] for call in turn] for turn in turns],
-        [[call.as_bfcl_text() for call in turn] for turn in task.ground_truth],
-        entry,
-        f"multi_turn_{task.category}",
-        f"agreement_{next(_runs)}",  # BFCL caches instances by model name and task id
-    )
-    return bool(result["valid"])
 
 
 def _ground_truth(task: BfclTask, rng: random.Random) -> Turns:
@@ -131,7 +107,7 @@ def test_our_verdicts_agree_with_bfcls_checker_on_every_base_task(fault: str) ->
         turns = FAULTS[fault](task, rng)
         ours = verify_episode(task, turns).passed
         passed += ours
-        if ours != bfcl_valid(task, turns):
+        if ours != bfcl_checker_valid(task, turns):
             disagreements.append(task.id)
     assert disagreements == []
     if fault in ("ground truth", "an unknown function called"):
@@ -152,7 +128,7 @@ def test_our_runner_s_verdicts_agree_with_bfcls_checker_for_a_faulty_scripted_po
         trajectory = run_episode(task_spec(task), backend, policy)
         ours = trajectory.verdict.passed
         passed += ours
-        if ours != bfcl_valid(task, turns_of(trajectory.steps)):
+        if ours != bfcl_checker_valid(task, turns_of(trajectory.steps)):
             disagreements.append(task.id)
     assert disagreements == []
     assert 0 < passed < 200

@@ -1,0 +1,86 @@
+"""The ``bfcl-multi-turn`` evaluation suite: a policy's accuracy per BFCL category, by our
+verifier and by BFCL's own checker on the same episodes.
+
+Each task runs once through our runner on ``BfclBackend``; accuracy is the share of
+tasks whose episode passed. BFCL's checker judges the same calls (``turns_of``), so a
+served model's figure can be set beside the public leaderboard's method, and any
+disagreement between the two is counted (it would be a bug in our backend).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agents.policies.base import Policy
+from agents.runner import run_episode
+from contract import InvalidInputError
+from envs.bfcl.backend import BfclBackend, task_spec
+from envs.bfcl.tasks import load_tasks
+from envs.bfcl.verify import bfcl_checker_valid, turns_of
+
+SUITE = "bfcl-multi-turn"
+RUN_CATEGORIES = ("base", "long_context", "miss_param")
+"""The categories the suite runs (``miss_func``: ``envs.bfcl.backend``'s docstring)."""
+
+
+@dataclass(frozen=True)
+class CategoryScore:
+    category: str
+    tasks: int
+    passed: int
+    """Episodes our verifier passed."""
+    bfcl_valid: int
+    """Episodes BFCL's checker judged valid."""
+    disagreements: tuple[str, ...]
+    """Task ids where the two differ."""
+
+    @property
+    def accuracy(self) -> float:
+        return self.passed / self.tasks if self.tasks else 0.0
+
+    @property
+    def bfcl_accuracy(self) -> float:
+        return self.bfcl_valid / self.tasks if self.tasks else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "disagreements": list(self.disagreements),
+            "accuracy": round(self.accuracy, 4),
+            "bfcl_accuracy": round(self.bfcl_accuracy, 4),
+        }
+
+
+def run_suite(
+    policy: Policy,
+    categories: Sequence[str] = RUN_CATEGORIES,
+    limit: int | None = None,
+    on_episode: Callable[[int, int], None] | None = None,
+) -> list[CategoryScore]:
+    """``policy`` on the first ``limit`` tasks (all when None) of each category."""
+    unknown = [c for c in categories if c not in RUN_CATEGORIES]
+    if unknown:
+        raise InvalidInputError("category", f"{unknown[0]!r} is not run", RUN_CATEGORIES)
+    if limit is not None and limit < 1:
+        raise InvalidInputError("limit", f"{limit} is below 1")
+    chosen = {c: load_tasks(c)[:limit] for c in categories}
+    total, done = sum(len(t) for t in chosen.values()), 0
+    backend = BfclBackend()
+    scores = []
+    for category, tasks in chosen.items():
+        passed = valid = 0
+        disagreements = []
+        for task in tasks:
+            trajectory = run_episode(task_spec(task), backend, policy)
+            ours = trajectory.verdict.passed
+            theirs = bfcl_checker_valid(task, turns_of(trajectory.steps))
+            passed, valid = passed + ours, valid + theirs
+            if ours != theirs:
+                disagreements.append(task.id)
+            done += 1
+            if on_episode is not None:
+                on_episode(done, total)
+        scores.append(CategoryScore(category, len(tasks), passed, valid, tuple(disagreements)))
+    return scores
