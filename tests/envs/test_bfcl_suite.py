@@ -1,6 +1,7 @@
 """``flywheel eval --suite bfcl-multi-turn``: a policy's accuracy per BFCL category, by our
-verifier and by BFCL's checker, for the scripted policy and for the OpenAI-compatible
-policy against a fake endpoint (the project's scripted chat server)."""
+verifier and by BFCL's checker, for the scripted policy, the OpenAI-compatible policy
+against a fake endpoint (the project's scripted chat server) and the champion on the
+local model server."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ from envs.bfcl.backend import task_spec
 from envs.bfcl.suite import run_suite
 from envs.bfcl.tasks import load_tasks
 from tests.fakes import ScriptedChatServer, tool_call_reply
+from tests.serving.builders import SERVED_ID, SERVED_NAME, model_folders, running_server
 
 FLYWHEEL = str(Path(sys.executable).with_name("flywheel"))
+EVAL_BASE = (FLYWHEEL, "eval", "--suite", "bfcl-multi-turn", "--category", "base")
 
 
 def test_the_scripted_policy_scores_every_category_fully_by_both_checkers() -> None:
@@ -80,3 +83,31 @@ def test_an_openai_compatible_endpoint_is_scored_by_both_checkers(tmp_path: Path
 def _call(action: object) -> tuple[str, str]:
     name, arguments = action_call(action)  # type: ignore[arg-type]
     return name, json.dumps(arguments)
+
+
+def test_the_champion_on_the_local_model_server_is_scored(tmp_path: Path) -> None:
+    """An untrained tiny model served by ``python -m serving``: the suite runs through the
+    served champion and both checkers score its episode alike (a failure)."""
+    (folder,) = model_folders(tmp_path / "models", (0,))
+    with running_server(folder, SERVED_ID, SERVED_NAME, tmp_path / "serving.log") as server:
+        env = {
+            **os.environ,
+            "FLYWHEEL_HOME": str(tmp_path / "home"),
+            "FLYWHEEL_SERVING__PORT": server.base_url.rsplit(":", 1)[1],
+        }
+        result = subprocess.run(
+            [*EVAL_BASE, "--policy", "champion", "--limit", "1", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            env=env,
+        )
+    assert result.returncode == 0, result.stderr
+    (base,) = json.loads(result.stdout)["categories"]
+    assert (base["tasks"], base["passed"], base["bfcl_valid"], base["disagreements"]) == (
+        1,
+        0,
+        0,
+        [],
+    )
