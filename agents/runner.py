@@ -58,8 +58,8 @@ def run_episode(
 
     A task of several user turns (``TaskSpec.follow_ups``) goes on after each ``finish``
     or ``clarify`` but the last: the policy then hears the user's next turn
-    (``TaskView.follow_up``);
-    a verified state ends it only once the last turn has been heard.
+    (``TaskView.follow_up``); a verified state ends it only once the last turn has been
+    heard.
 
     The budget is the task's own (``step_budget``) unless ``max_steps`` overrides it; the
     policy is told it, and the trajectory records it.

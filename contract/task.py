@@ -64,7 +64,7 @@ class TaskSpec(IdentifiedRecord, LateFields):
     follow_ups: tuple[str, ...] = Field(
         default=(),
         description="the user's later turns, in order: each is said when the policy "
-        "finishes the turn before (finish); the last finish ends the episode",
+        "ends the turn before (finish or clarify); the last turn's end ends the episode",
     )
     capabilities: tuple[Capability, ...] = Field(min_length=1)
     difficulty: Difficulty

@@ -218,7 +218,7 @@ class BfclCheck(_Check):
     """BFCL's multi-turn check of the BFCL task ``task``: after each user turn with
     ground-truth calls, every involved instance's state equals the ground truth's and the
     ground truth's results were produced (``envs.bfcl.verify``; the episode's calls are
-    split into turns at its finish actions)."""
+    split into turns at its finish and clarify actions)."""
 
     kind: Literal["bfcl"] = "bfcl"
     task: str = Field(pattern=r"^multi_turn_[a-z_]+_\d+$")
