@@ -41,6 +41,7 @@ from contract import (
     Split,
     TrainingMethod,
 )
+from envs.bfcl.tasks import RUN_CATEGORIES, SUITE
 from flows.settings import APPROVAL_MODES, DEVICE_ROUTES, GateName, PolicyName
 
 if TYPE_CHECKING:
@@ -357,16 +358,14 @@ def train(
 
 @app.command("eval")
 def eval_suite(
-    suite: Annotated[str, typer.Option(metavar="bfcl-multi-turn", help="the suite")] = (
-        "bfcl-multi-turn"
-    ),
+    suite: Annotated[str, typer.Option(metavar=choices([SUITE]), help="the suite")] = SUITE,
     policy: Annotated[
         str,
         typer.Option(metavar=POLICY_CHOICES, help="who answers: champion is the model server's"),
     ] = "champion",
     category: Annotated[
         list[str] | None,
-        typer.Option(help="base, long_context, miss_param (repeatable; default: all three)"),
+        typer.Option(metavar=choices(RUN_CATEGORIES), help="repeatable; default: all three"),
     ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="tasks per category")] = None,
     as_json: JsonFlag = False,
@@ -374,7 +373,7 @@ def eval_suite(
     """A policy on BFCL's multi-turn tasks: accuracy per category by our verifier and by
     BFCL's own checker on the same episodes."""
     from cli.output import table
-    from envs.bfcl.suite import RUN_CATEGORIES, SUITE, run_suite
+    from envs.bfcl.suite import run_suite
     from flows.policies import build_policy
     from flows.settings import load_settings
 

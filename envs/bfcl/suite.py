@@ -17,12 +17,8 @@ from agents.policies.base import Policy
 from agents.runner import run_episode
 from contract import InvalidInputError
 from envs.bfcl.backend import BfclBackend, task_spec
-from envs.bfcl.tasks import load_tasks
+from envs.bfcl.tasks import RUN_CATEGORIES, load_tasks
 from envs.bfcl.verify import bfcl_checker_valid, turns_of
-
-SUITE = "bfcl-multi-turn"
-RUN_CATEGORIES = ("base", "long_context", "miss_param")
-"""The categories the suite runs (``miss_func``: ``envs.bfcl.backend``'s docstring)."""
 
 
 @dataclass(frozen=True)
