@@ -135,10 +135,12 @@ from contract.task import (
     MAX_CANDIDATE_TOOLS,
     MAX_OFFERED_TOOLS,
     MAX_STEP_BUDGET,
+    MIN_STEP_BUDGET,
     InitialConditions,
     StatePatch,
     TaskSpec,
     step_budget,
+    step_budget_for,
     task_fingerprint,
 )
 from contract.tools import ToolSpec
@@ -180,6 +182,7 @@ __all__ = [
     "MAX_CANDIDATE_TOOLS",
     "MAX_OFFERED_TOOLS",
     "MAX_STEP_BUDGET",
+    "MIN_STEP_BUDGET",
     "MODEL_ID",
     "MODEL_NAME",
     "MODEL_REF",
@@ -316,5 +319,6 @@ __all__ = [
     "parse_feedback_report",
     "safe_component",
     "step_budget",
+    "step_budget_for",
     "task_fingerprint",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field, JsonValue
@@ -19,6 +20,7 @@ MAX_OFFERED_TOOLS = 64
 DEFAULT_MAX_STEPS = 15
 """The step budget of a task that records none (tasks stored before budgets were)."""
 MAX_STEP_BUDGET = 100
+MIN_STEP_BUDGET = 8
 
 
 class StatePatch(Record):
@@ -90,3 +92,10 @@ def step_budget(task: TaskSpec, override: int | None = None) -> int:
     if override is not None:
         return override
     return task.max_steps if task.max_steps is not None else DEFAULT_MAX_STEPS
+
+
+def step_budget_for(plan: Sequence[Action]) -> int:
+    """The budget a task records for its reference ``plan``: twice its actions, at least
+    ``MIN_STEP_BUDGET`` and at most ``MAX_STEP_BUDGET``: room to look things up, recover
+    from an error and finish, without room to wander."""
+    return min(MAX_STEP_BUDGET, max(MIN_STEP_BUDGET, 2 * len(plan)))

@@ -10,7 +10,8 @@ for what the episode itself did and never for what the world already held:
 - an action order: the share of its steps done in order;
 - an exact tool call: the share of its arguments met by the best successful call of
   that tool;
-- a collaboration: half, when the agent was called but not as the check asks.
+- a collaboration: half, when the agent was called but not as the check asks;
+- BFCL's check: the share of its turn checks met (``envs.bfcl.verify``).
 
 Checks of other kinds earn nothing short of being met, and no unmet check earns more
 than ``MAX_CREDIT``."""
@@ -95,22 +96,26 @@ def _run_check(
     elif isinstance(check, CollateralCheck):
         met, info = _collateral(check, evidence)
     elif isinstance(check, BfclCheck):
-        met, info = _bfcl(check, steps)
+        # One replay gives the verdict and the share of turn checks met (its credit).
+        met, info, share = check_steps(check.task, steps)
+        return _result(check, met, info, None if met else _capped(share))
     else:
         met, info = _rubric(check, steps, judge)
+    return _result(check, met, info, None if met else _credit(check, done, evidence))
+
+
+def _result(check: Check, met: bool, info: JsonValue, credit: float | None) -> CheckResult:
     return CheckResult(
         kind=check.kind,
         description=check.describe(),
         met=met,
         weight=check.weight,
         evidence=info,
-        credit=None if met else _credit(check, steps, done, evidence),
+        credit=credit,
     )
 
 
-def _credit(
-    check: Check, steps: Sequence[Step], done: list[Action], evidence: PrivilegedEvidence
-) -> float | None:
+def _credit(check: Check, done: list[Action], evidence: PrivilegedEvidence) -> float | None:
     """What an unmet check earns (module docstring); None for nothing."""
     share: float = 0.0
     if isinstance(check, StatePredicateCheck) and check.expect in ("exists", "exactly_one"):
@@ -124,8 +129,10 @@ def _credit(
     elif isinstance(check, CollaborationCheck):
         called = any(isinstance(a, SubAgentCall) and a.agent == check.agent for a in done)
         share = 0.5 if called else 0.0
-    elif isinstance(check, BfclCheck):
-        share = check_steps(check.task, steps)[2]
+    return _capped(share)
+
+
+def _capped(share: float) -> float | None:
     return round(min(share, MAX_CREDIT), 6) if share > 0 else None
 
 
@@ -408,11 +415,6 @@ def _ui_state(check: UIStateCheck, evidence: PrivilegedEvidence) -> tuple[bool, 
 
 MAX_LISTED_CHANGES = 20
 """Unexpected changes listed in a collateral check's evidence (the count is complete)."""
-
-
-def _bfcl(check: BfclCheck, steps: Sequence[Step]) -> tuple[bool, JsonValue]:
-    met, evidence, _ = check_steps(check.task, steps)
-    return met, evidence
 
 
 def _collateral(check: CollateralCheck, evidence: PrivilegedEvidence) -> tuple[bool, JsonValue]:

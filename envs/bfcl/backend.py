@@ -18,7 +18,6 @@ import json
 from typing import Any
 
 from contract import (
-    MAX_STEP_BUDGET,
     TERMINAL_KINDS,
     Action,
     BfclCheck,
@@ -35,12 +34,12 @@ from contract import (
     ToolCall,
     ToolSpec,
     VerifierSpec,
+    step_budget_for,
     task_fingerprint,
 )
 from envs.backend import PrivilegedEvidence, StateSnapshot
-from envs.bfcl.tasks import BfclCall, BfclTask, function_docs, task_by_id
+from envs.bfcl.tasks import BfclCall, BfclTask, class_docs, function_docs, task_by_id
 from envs.bfcl.world import ERROR_PREFIX, BfclWorld
-from envs.sandbox.templates.catalog import step_budget_for
 
 BACKEND = "bfcl"
 TEMPLATE_PREFIX = "bfcl_"
@@ -78,7 +77,7 @@ def task_spec(task: BfclTask, split: Split = Split.TRAIN) -> TaskSpec:
         template=template,
         params=params,
         split=split,
-        max_steps=min(MAX_STEP_BUDGET, step_budget_for(plan)),
+        max_steps=step_budget_for(plan),
     )
 
 
@@ -105,9 +104,8 @@ class BfclBackend:
         bfcl = bfcl_task_of(task)
         self._world = BfclWorld(bfcl)
         self._initial = self._snapshot()
-        docs = {d["name"]: d for d in function_docs(bfcl.classes)}
-        owner = {d["name"]: name for name in bfcl.classes for d in function_docs((name,))}
-        self._specs = tuple(tool_spec(docs[name], owner[name]) for name in task.tools)
+        specs = {d["name"]: tool_spec(d, name) for name in bfcl.classes for d in class_docs(name)}
+        self._specs = tuple(specs[name] for name in task.tools)
 
     def execute(self, action: Action) -> Feedback:
         world = self._require()

@@ -20,6 +20,12 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from bfcl_eval.constants.executable_backend_config import (
+    CLASS_FILE_PATH_MAPPING,
+    MULTI_TURN_FUNC_DOC_FILE_MAPPING,
+    STATELESS_CLASSES,
+)
+
 from contract import InvalidInputError
 
 CATEGORIES = ("base", "long_context", "miss_func", "miss_param")
@@ -43,30 +49,7 @@ CLASSES = (
 """The executable classes the multi-turn categories use. BFCL's memory and web-search
 classes (other categories) are left out: they need sentence-transformers, faiss and the
 network."""
-STATELESS = frozenset({"MathAPI"})
-"""Classes that take no scenario."""
 _PACKAGE = "bfcl_eval"
-_SOURCES = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
-_MODULES = {
-    "GorillaFileSystem": "gorilla_file_system",
-    "MathAPI": "math_api",
-    "MessageAPI": "message_api",
-    "TwitterAPI": "posting_api",
-    "TicketAPI": "ticket_api",
-    "TradingBot": "trading_bot",
-    "TravelAPI": "travel_booking",
-    "VehicleControlAPI": "vehicle_control",
-}
-_DOCS = {
-    "GorillaFileSystem": "gorilla_file_system.json",
-    "MathAPI": "math_api.json",
-    "MessageAPI": "message_api.json",
-    "TwitterAPI": "posting_api.json",
-    "TicketAPI": "ticket_api.json",
-    "TradingBot": "trading_bot.json",
-    "TravelAPI": "travel_booking.json",
-    "VehicleControlAPI": "vehicle_control.json",
-}
 
 
 @dataclass(frozen=True)
@@ -105,10 +88,15 @@ class BfclTask:
 
 
 def class_of(name: str) -> type:
-    """The executable BFCL class ``name`` (``CLASSES``)."""
-    if name not in _MODULES:
-        raise InvalidInputError("class", f"unknown BFCL class {name!r}", CLASSES)
-    return getattr(importlib.import_module(f"{_SOURCES}.{_MODULES[name]}"), name)  # type: ignore[no-any-return]
+    """The executable BFCL class ``name`` (``CLASSES``), as BFCL's executor finds it."""
+    _known(name)
+    module = importlib.import_module(CLASS_FILE_PATH_MAPPING[name])
+    return getattr(module, name)  # type: ignore[no-any-return]
+
+
+def is_stateless(name: str) -> bool:
+    """Whether BFCL's class ``name`` takes no scenario (math)."""
+    return name in STATELESS_CLASSES
 
 
 def public_methods(cls: type) -> Iterator[tuple[str, Callable[..., Any]]]:
@@ -144,12 +132,19 @@ def task_by_id(task_id: str) -> BfclTask:
 
 def function_docs(classes: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
     """BFCL's function documents of ``classes``, in their order."""
-    docs: list[dict[str, Any]] = []
-    for name in classes:
-        if name not in _DOCS:
-            raise InvalidInputError("class", f"unknown BFCL class {name!r}", CLASSES)
-        docs += _json_lines(f"multi_turn_func_doc/{_DOCS[name]}")
-    return tuple(docs)
+    return tuple(doc for name in classes for doc in class_docs(name))
+
+
+@cache
+def class_docs(name: str) -> tuple[dict[str, Any], ...]:
+    """BFCL's function documents of its class ``name``, read once."""
+    _known(name)
+    return tuple(_json_lines(f"multi_turn_func_doc/{MULTI_TURN_FUNC_DOC_FILE_MAPPING[name]}"))
+
+
+def _known(name: str) -> None:
+    if name not in CLASSES:
+        raise InvalidInputError("class", f"unknown BFCL class {name!r}", CLASSES)
 
 
 def parse_call(text: str, methods: Mapping[str, Callable[..., Any]]) -> BfclCall:

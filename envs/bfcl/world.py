@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from envs.bfcl.tasks import STATELESS, BfclCall, BfclTask, class_of, public_methods
+from envs.bfcl.tasks import BfclCall, BfclTask, class_of, is_stateless, public_methods
 
 ERROR_PREFIX = "Error during execution: "
 """How a failed call's result begins, as in BFCL's executor (its checker compares
@@ -23,7 +23,7 @@ class BfclWorld:
         self._functions: dict[str, Callable[..., Any]] = {}
         for name in task.classes:
             instance = class_of(name)()
-            if name not in STATELESS:
+            if not is_stateless(name):
                 config = copy.deepcopy(task.initial_config.get(name, {}))
                 instance._load_scenario(config, long_context=task.long_context)
             self.instances[name] = instance

@@ -5,12 +5,15 @@ real round's export."""
 from __future__ import annotations
 
 import json
+from datetime import date
 from typing import Any
 
 import pytest
 
+from agents.policies.base import TaskView
 from agents.policies.chat_format import (
     format_tools,
+    system_prompt,
     task_view,
     template_messages,
     trajectory_conversation,
@@ -19,6 +22,7 @@ from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
 from contract import step_budget
 from envs.sandbox import MobileSandbox
+from envs.sandbox.state import WORLD_DATE
 from envs.sandbox.templates.catalog import sample_tasks
 from training.base_model import NANO, TINY, built_tokenizer, corpus_texts
 from training.chat_templates import COMPACT_TEMPLATE, render
@@ -27,6 +31,7 @@ from training.value_refs import (
     REFERENCE_TOKENS,
     References,
     shown_messages,
+    stated_today,
     uses_references,
     with_references,
 )
@@ -125,6 +130,11 @@ def test_a_spoken_date_is_followed_by_the_date_it_means_from_the_stated_today() 
     assert refs.resolve(written) == '{"date":"2026-03-25"}'
     without_today, _ = with_references([{"role": "user", "content": goal}])
     assert "(" not in without_today[0]["content"]
+
+
+def test_the_policies_system_turn_states_the_today_dates_are_read_against() -> None:
+    view = TaskView(goal="g", tools=(), subagents=(), max_steps=3)
+    assert stated_today(system_prompt(view)) == date.fromisoformat(WORLD_DATE)
 
 
 def test_a_call_writes_numbers_bare_texts_quoted_and_values_inside_texts() -> None:

@@ -25,6 +25,7 @@ from contract import (
     ToolCall,
     Verdict,
     VerifierSpec,
+    step_budget_for,
     task_fingerprint,
 )
 from envs.sandbox.sandbox import MobileSandbox
@@ -39,7 +40,6 @@ chosen by the fingerprint, so the choice never depends on who samples."""
 
 CANDIDATE_TOOLS = {Difficulty.EASY: 6, Difficulty.MEDIUM: 10, Difficulty.HARD: MAX_CANDIDATE_TOOLS}
 MAX_SAMPLING_TRIES = 200
-MIN_STEP_BUDGET = 8
 HARMLESS_CHANGES = (
     AllowedChange(
         collection="memory.facts",
@@ -164,12 +164,6 @@ def instantiate(
     if split is not None and drawn.split is not split:
         return None
     return build(drawn, sandbox)
-
-
-def step_budget_for(plan: Sequence[Action]) -> int:
-    """Twice the reference plan's actions, and at least ``MIN_STEP_BUDGET``: room to look
-    things up, recover from an error and finish, without room to wander."""
-    return max(MIN_STEP_BUDGET, 2 * len(plan))
 
 
 def collateral_check(
