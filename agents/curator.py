@@ -212,21 +212,23 @@ JUDGE_SYSTEM = (
     "You check whether a phone assistant did what its user asked. You get the user's goal, "
     "any rubric, and the steps: each action with what the phone answered. Judge from the "
     "steps alone. Reply with one JSON object and nothing else: "
-    '{"passed": true or false, "reason": "one sentence"}. "passed" means the goal was fully '
-    "achieved, with no unwanted side effect."
+    '{"passed": true or false, "confidence": a number from 0 to 1, "reason": "one '
+    'sentence"}. "passed" means the goal was fully achieved, with no unwanted side effect; '
+    '"confidence" is how sure you are of that verdict.'
 )
 
 
 def ask_judge(llm: JsonLLM, prompt: str) -> JsonValue:
-    """``{"passed": bool, "reason": str}`` about the trajectory ``prompt`` shows
-    (``render_for_judge``), or ``{"error": ...}`` when the LLM gave no usable answer (a
-    judge never stops curation)."""
+    """``{"passed": bool, "reason": str}`` (and ``"confidence"`` when it gave one) about
+    the trajectory ``prompt`` shows (``render_for_judge``), or ``{"error": ...}`` when
+    the LLM gave no usable answer (a judge never stops curation)."""
     answer = judgement(llm, prompt)
     return {"error": answer.reason[:300]} if isinstance(answer, LLMFailure) else answer
 
 
 def judgement(llm: JsonLLM, prompt: str) -> JsonValue | LLMFailure:
-    """``{"passed": bool, "reason": str}``, or why the LLM gave no such answer."""
+    """``{"passed": bool, "reason": str}`` with its ``"confidence"`` when it gave a
+    number, or why the LLM gave no such answer."""
     answer = consult(llm, JUDGE_SYSTEM, prompt)
     if isinstance(answer, LLMFailure):
         return answer
@@ -234,7 +236,14 @@ def judgement(llm: JsonLLM, prompt: str) -> JsonValue | LLMFailure:
     if not isinstance(passed, bool):
         shown = orjson.dumps(answer).decode()[:200]
         return LLMFailure(f"no boolean 'passed' in {shown}", endpoint=False)
-    return {"passed": passed, "reason": reason if isinstance(reason, str) else str(reason)}
+    verdict: dict[str, JsonValue] = {
+        "passed": passed,
+        "reason": reason if isinstance(reason, str) else str(reason),
+    }
+    confidence = answer.get("confidence")
+    if isinstance(confidence, int | float) and not isinstance(confidence, bool):
+        verdict["confidence"] = confidence
+    return verdict
 
 
 def render_for_judge(trajectory: Trajectory) -> str:

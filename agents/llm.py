@@ -65,6 +65,17 @@ def consult(llm: JsonLLM, system: str, user: str) -> dict[str, JsonValue] | LLMF
         return LLMFailure(f"{type(exc).__name__}: {exc}", endpoint=True)
 
 
+def simulator(llm: JsonLLM) -> Callable[[str, str], dict[str, JsonValue] | str]:
+    """``llm`` as a tool simulator (``envs.simulated.Simulator``): its JSON answer, or
+    the reason it gave none."""
+
+    def ask(system: str, user: str) -> dict[str, JsonValue] | str:
+        answer = consult(llm, system, user)
+        return answer.reason if isinstance(answer, LLMFailure) else answer
+
+    return ask
+
+
 class JsonLLM(Protocol):
     def ask_json(self, system: str, user: str) -> dict[str, JsonValue]:
         """Ask one question; the answer is a JSON object (or an ``LLMError``)."""

@@ -22,6 +22,7 @@ from contract import (
 )
 from curation.attribution import attribute_failure, planned_targets
 from envs.backend import Backend, BackendFaultError, RecordsScreens, ScreenRecord
+from envs.simulated import BACKEND as SIMULATED
 from envs.verification import RubricJudge, verify
 
 __all__ = ["DEFAULT_MAX_STEPS", "run_episode"]
@@ -188,6 +189,7 @@ def _trajectory(
             attempt=attempt,
             device=backend.device,
             max_steps=budget,
+            simulated=backend.name == SIMULATED,
         ),
     )
 

@@ -27,7 +27,13 @@ from cli.gate import gate_app
 from cli.identifiers import checked
 from cli.output import BUILT_BASES, COLLECTORS, choices, emit_json, error_json
 from cli.plan import plan_app
-from cli.rounds import datasets_app, rounds_app, run_round_command
+from cli.rounds import (
+    ROUND_BACKENDS,
+    datasets_app,
+    round_bfcl_share,
+    rounds_app,
+    run_round_command,
+)
 from cli.servers import server_app
 from cli.train import models_app, run_train_command, serve_trainer
 from cli.verify import verify_command
@@ -42,6 +48,7 @@ from contract import (
     TrainingMethod,
 )
 from envs.bfcl.tasks import RUN_CATEGORIES, SUITE
+from envs.bfcl.tasks import SPLITS as BFCL_SPLITS
 from flows.settings import APPROVAL_MODES, DEVICE_ROUTES, GateName, PolicyName
 
 if TYPE_CHECKING:
@@ -284,12 +291,24 @@ def round_(
             help="gui: tasks that need the GUI agent run on the device pool",
         ),
     ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            metavar=choices(ROUND_BACKENDS),
+            help="where the tasks come from: the sandbox, or BFCL's multi-turn tasks",
+        ),
+    ] = None,
+    bfcl_share: Annotated[
+        float | None,
+        typer.Option(min=0.0, max=1.0, help="a mixed round: share of the tasks taken from BFCL"),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run a flywheel round as a Prefect flow: construct, collect, curate, gate, propose,
     approve, freeze. Rerunning the same round resumes it."""
     run_round_command(
         devices=devices,
+        bfcl_share=round_bfcl_share(backend, bfcl_share),
         tasks=tasks,
         seed=seed,
         policy=policy,
@@ -368,21 +387,35 @@ def eval_suite(
         typer.Option(metavar=choices(RUN_CATEGORIES), help="repeatable; default: all three"),
     ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="tasks per category")] = None,
+    split: Annotated[
+        str,
+        typer.Option(
+            metavar=choices(BFCL_SPLITS),
+            help="dev: the tasks rounds hold out; all: every task, as the leaderboard runs",
+        ),
+    ] = "dev",
     as_json: JsonFlag = False,
 ) -> None:
     """A policy on BFCL's multi-turn tasks: accuracy per category by our verifier and by
     BFCL's own checker on the same episodes."""
     from cli.output import table
-    from envs.bfcl.suite import run_suite
     from flows.policies import build_policy
     from flows.settings import load_settings
+    from training.bfcl_suite import run_suite
 
     if suite != SUITE:
         raise InvalidInputError("--suite", f"unknown suite {suite!r}", [SUITE])
     chosen = build_policy(policy, load_settings(), fault_rate=0.0)
-    scores = run_suite(chosen, category or RUN_CATEGORIES, limit)
+    scores = run_suite(chosen, category or RUN_CATEGORIES, limit, split=split)
     if as_json:
-        emit_json({"suite": suite, "policy": policy, "categories": [s.as_dict() for s in scores]})
+        emit_json(
+            {
+                "suite": suite,
+                "policy": policy,
+                "split": split,
+                "categories": [s.as_dict() for s in scores],
+            }
+        )
         return
     rows = [
         (s.category, s.tasks, f"{s.accuracy:.3f}", f"{s.bfcl_accuracy:.3f}", len(s.disagreements))

@@ -30,6 +30,31 @@ datasets_app = typer.Typer(
 JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
+ROUND_BACKENDS = ("sandbox", "bfcl")
+"""Where a round's tasks come from (``--backend``); a mix is ``--bfcl-share``."""
+
+
+def round_bfcl_share(backend: str | None, share: float | None) -> float | None:
+    """BFCL's share of a round from ``--backend`` and ``--bfcl-share`` (None: the
+    settings'); a backend that contradicts the share is refused."""
+    from contract import InvalidInputError
+
+    if backend is None:
+        return share
+    if backend not in ROUND_BACKENDS:
+        raise InvalidInputError("backend", f"unknown backend {backend!r}", ROUND_BACKENDS)
+    implied = 1.0 if backend == "bfcl" else 0.0
+    if share is not None and share != implied:
+        raise InvalidInputError(
+            "bfcl_share",
+            f"--backend {backend} takes all the tasks from "
+            f"{'BFCL' if implied else 'the sandbox'}; for a mixed round give --bfcl-share "
+            "alone",
+            [str(implied)],
+        )
+    return implied
+
+
 def run_round_command(
     *,
     tasks: int | None,
@@ -42,6 +67,7 @@ def run_round_command(
     round_id: str | None,
     as_json: bool,
     devices: str | None = None,
+    bfcl_share: float | None = None,
 ) -> None:
     """Run ``flywheel_round`` against the Prefect server and print what it made."""
     from cli.prefect import flow_runs, live_prefect_api, run_url
@@ -76,6 +102,7 @@ def run_round_command(
             approval=approval,
             round_id=round_id,
             devices=devices,
+            bfcl_share=bfcl_share,
         )
     page = run_url(api, summary.flow_run_id)
     if as_json:

@@ -54,7 +54,7 @@ class PolicyInfo(Record):
 
 
 class TrajectoryMetadata(LateFields, Record):
-    late_fields: ClassVar[frozenset[str]] = frozenset({"max_steps"})
+    late_fields: ClassVar[frozenset[str]] = frozenset({"max_steps", "simulated"})
 
     round: str | None = None
     backend: str
@@ -73,6 +73,11 @@ class TrajectoryMetadata(LateFields, Record):
     device: str | None = Field(default=None, description="backend instance that ran it")
     max_steps: int | None = Field(
         default=None, ge=1, description="the step budget it ran under (None: not recorded)"
+    )
+    simulated: bool = Field(
+        default=False,
+        description="its tools were answered by a chat model simulating them (weaker "
+        "evidence: never approved without a person or a confident judge)",
     )
 
 

@@ -105,6 +105,8 @@ class TrajectoryFacts:
     exact_key: int
     """A hash of the fingerprint, the outcome and every action's canonical JSON: equal
     for exact duplicates."""
+    simulated: bool = False
+    """A chat model answered its tools (``envs.simulated``)."""
 
     @property
     def harmed(self) -> bool:
@@ -136,6 +138,7 @@ class TrajectoryFacts:
             cost_steps=trajectory.cost.steps,
             steps=tuple(_step_of(s, a) for s, a in zip(trajectory.steps, actions, strict=True)),
             exact_key=exact_key(trajectory.task.fingerprint, trajectory.metadata.outcome, actions),
+            simulated=trajectory.metadata.simulated,
         )
 
 
@@ -188,6 +191,7 @@ def facts_from_columns(columns: CurationColumns) -> list[TrajectoryFacts]:
                 cost_steps=rows["cost_steps"][i],
                 steps=step_facts,
                 exact_key=exact_key(rows["fingerprint"][i], outcome, actions),
+                simulated=bool(rows["simulated"][i]),
             )
         )
     return facts

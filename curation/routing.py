@@ -68,9 +68,16 @@ class CuratorConfig:
         default=SAFETY_SENSITIVE_TOOLS,
         metadata={"help": "tools whose use sends an otherwise approved item to a person"},
     )
+    simulated_confidence: float = field(
+        default=0.8,
+        metadata={
+            "help": "an LLM judge's confidence at or above which a success on simulated "
+            "tools may be approved without a person"
+        },
+    )
 
     def __post_init__(self) -> None:
-        for name in ("approve_quality", "reject_quality", "audit_rate"):
+        for name in ("approve_quality", "reject_quality", "audit_rate", "simulated_confidence"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise InvalidInputError(name, f"{value} is outside [0, 1]")
@@ -110,10 +117,16 @@ def route(
     its attribution; a supported success is approved at ``approve_quality``, rejected
     below ``reject_quality`` and sent to a person between them. An approval that used a
     safety-sensitive tool, and an audit sample of confident items, go to a person with
-    the same suggestion. ``attribution`` defaults to the one the trajectory holds.
+    the same suggestion. A success on simulated tools (a chat model answered them) is
+    never approved on the rules alone: only an LLM judge that says it passed with at least
+    ``simulated_confidence`` lets the rules stand; otherwise a person decides, and the
+    suggestion is quarantine (so no automatic gate approves it). ``attribution`` defaults
+    to the one the trajectory holds.
     """
     trajectory = facts_of(trajectory)
     base = _base_route(trajectory, supported, quality, config, judge_answer, support_detail)
+    if trajectory.simulated:
+        base = _simulated_route(base, judge_answer, config)
     routing, suggested, reason = base
     if routing is Routing.AUTO_APPROVE or suggested is ReviewDecision.APPROVE:
         sensitive = _sensitive_tools(trajectory, config)
@@ -167,6 +180,34 @@ def _base_route(
         f"(between {config.reject_quality} and {config.approve_quality})"
     )
     return Routing.NEEDS_HUMAN, ReviewDecision.APPROVE, reason
+
+
+def _simulated_route(base: Route, judge_answer: JsonValue, config: CuratorConfig) -> Route:
+    routing, suggested, reason = base
+    if suggested is not ReviewDecision.APPROVE:
+        return base
+    confidence = judge_confidence(judge_answer)
+    if confidence is not None and confidence >= config.simulated_confidence:
+        return routing, suggested, f"{reason}; simulated tools, judged passed ({confidence:.2f})"
+    judged = "no judge sure it passed" if confidence is None else f"a judge {confidence:.2f} sure"
+    return (
+        Routing.NEEDS_HUMAN,
+        ReviewDecision.QUARANTINE,
+        f"{reason}; simulated tools and {judged} (approval needs "
+        f"{config.simulated_confidence:.2f}): a person decides",
+    )
+
+
+def judge_confidence(answer: JsonValue) -> float | None:
+    """How sure the judge is that the episode passed, in [0, 1]; None when it was not
+    asked, did not say it passed, or gave no confidence."""
+    judged = judge_verdict(answer)
+    if not isinstance(judged, tuple) or not judged[0] or not isinstance(answer, dict):
+        return None
+    value = answer.get("confidence")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        return None
+    return float(value)
 
 
 def is_conflict(trajectory: Trajectory | TrajectoryFacts, supported: bool) -> bool:

@@ -1,6 +1,7 @@
 """LLM-simulated tools: a backend for the long tail of tools no app implements.
 
-A call of such a tool is answered by a chat model (any ``agents.llm.JsonLLM``): it is
+A call of such a tool is answered by a chat model (``Simulator``; ``agents.llm.simulator``
+asks any ``JsonLLM``): it is
 given the tool's spec, the call's arguments and the episode's state document (the
 task's collections of rows, as the sandbox keeps them) and answers one JSON object,
 ``ANSWER_SCHEMA``: the result the caller sees, the state document updated, or an error
@@ -22,10 +23,9 @@ tools").
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agents.llm import JsonLLM, LLMFailure, consult
 from contract import (
     TERMINAL_KINDS,
     Action,
@@ -67,16 +67,22 @@ _ERROR_KINDS = {
 }
 _check_answer = compile_schema(ANSWER_SCHEMA)
 
+Simulator = Callable[[str, str], Mapping[str, Any] | str]
+"""Asks the simulating chat model (system prompt, question): its JSON answer, or why it
+gave none (the endpoint failed, the answer was not JSON)."""
+
 
 class SimulatedBackend:
     """Runs one episode at a time (``envs.backend.Backend``) over ``tools``, every call
-    answered by ``llm``."""
+    answered by ``simulator``."""
 
     name = BACKEND
 
-    def __init__(self, llm: JsonLLM, tools: Sequence[ToolSpec], device: str = "simulated-0"):
+    def __init__(
+        self, simulator: Simulator, tools: Sequence[ToolSpec], device: str = "simulated-0"
+    ):
         self.device = device
-        self._llm = llm
+        self._simulator = simulator
         self._tools = {t.name: t for t in tools}
         self._checks = {t.name: compile_schema(t.parameters) for t in tools}
         self._offered: tuple[ToolSpec, ...] = ()
@@ -114,9 +120,9 @@ class SimulatedBackend:
                 "state": self._state,
             }
         )
-        answer = consult(self._llm, SIMULATOR_PROMPT, question)
-        if isinstance(answer, LLMFailure):
-            return Feedback.failure(ErrorKind.BACKEND_ERROR, f"the simulator: {answer.reason}")
+        answer = self._simulator(SIMULATOR_PROMPT, question)
+        if isinstance(answer, str):
+            return Feedback.failure(ErrorKind.BACKEND_ERROR, f"the simulator: {answer}")
         return self._apply(answer)
 
     def tool_specs(self) -> tuple[ToolSpec, ...]:

@@ -45,12 +45,13 @@ from contract import (
     StatePredicateCheck,
     Step,
     SubAgentCall,
+    TaskSpec,
     ToolCall,
     UIStateCheck,
     Verdict,
     VerifierSpec,
 )
-from envs.backend import PrivilegedEvidence, Row
+from envs.backend import Backend, PrivilegedEvidence, Row
 from envs.bfcl.verify import check_steps
 from envs.screen import ScreenError, parse_screen, select
 from envs.state_diff import state_diff, unexpected_changes
@@ -72,6 +73,17 @@ def verify(
     done = [s.action for s in steps if s.action is not None and s.feedback.error is None]
     results = tuple(_run_check(check, steps, done, evidence, judge) for check in spec.checks)
     return Verdict.from_checks(results)
+
+
+def replay_plan(task: TaskSpec, plan: Sequence[Action], backend: Backend) -> Verdict:
+    """Run ``plan`` on the task's fresh initial state on ``backend``, without a policy,
+    and verify it (a reference plan's self-check, a verifier's strength probes)."""
+    backend.reset(task)
+    steps = [
+        Step(index=i, action=action, feedback=backend.execute(action))
+        for i, action in enumerate(plan)
+    ]
+    return verify(task.verifier, steps, backend.evidence())
 
 
 def _run_check(

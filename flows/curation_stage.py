@@ -87,6 +87,7 @@ def curator_config(settings: CurationSettings) -> CuratorConfig:
         reject_quality=settings.reject_quality,
         near_duplicate_threshold=settings.near_duplicate_threshold,
         audit_rate=settings.audit_rate,
+        simulated_confidence=settings.simulated_confidence,
     )
 
 

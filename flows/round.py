@@ -44,7 +44,7 @@ from flows.execution import partition_spread, round_task_runner, shares_memory
 from flows.gates import build_gate, workplace_of
 from flows.planning import next_plan
 from flows.progress import CollectionProgress
-from flows.round_config import RoundConfig, Share, resolve_config
+from flows.round_config import RoundConfig, Share, bfcl_count, resolve_config
 from flows.round_stages import RoundSummary
 from flows.settings import (
     ApprovalMode,
@@ -83,6 +83,7 @@ def construct_task(
         round_id,
         config.plan,
         config.seed,
+        bfcl_tasks=config.bfcl_tasks,
         max_passes=settings.round.max_construct_passes,
         llm=agent_llm(settings, "task_constructor"),
     )
@@ -194,6 +195,7 @@ def flywheel_round(
     round_id: str | None = None,
     teacher_share: Share | None = None,
     devices: DeviceRoute | None = None,
+    bfcl_share: Share | None = None,
 ) -> RoundSummary:
     """One flywheel round: construct, collect, curate, gate, balance, approve, freeze.
 
@@ -217,6 +219,8 @@ def flywheel_round(
             collects. None: from the settings.
         devices: gui (tasks that need the GUI agent run on the device pool) or none.
             None: from the settings.
+        bfcl_share: Share of the tasks taken from BFCL's multi-turn tasks (1: a BFCL
+            round, 0: the sandbox's alone). None: from the settings.
     """
     if round_id is not None:
         ROUND_ID.check("round_id", round_id)
@@ -225,6 +229,8 @@ def flywheel_round(
         settings = settings.model_copy(
             update={"approval": settings.approval.model_copy(update={"mode": approval})}
         )
+    n = settings.round.tasks if tasks is None else tasks
+    share = settings.round.bfcl_share if bfcl_share is None else bfcl_share
     config = resolve_config(
         settings,
         tasks=tasks,
@@ -233,9 +239,10 @@ def flywheel_round(
         fault_rate=fault_rate,
         backend_fault_rate=backend_fault_rate,
         gate=gate_name,
-        plan=next_plan(settings, settings.round.tasks if tasks is None else tasks),
+        plan=next_plan(settings, n - bfcl_count(n, share)),
         teacher_share=teacher_share,
         devices=devices,
+        bfcl_share=share,
     )
     return run_round(settings, config, round_id or config.round_id())
 
@@ -296,7 +303,13 @@ def run_round(settings: FlywheelSettings, config: RoundConfig, round_id: str) ->
 
 def _construct(run: RoundRun) -> None:
     count = construct_task(run.settings.home, run.round_id, run.config, run.settings)
-    get_run_logger().info("%d tasks for a plan of %d", count, run.config.plan.total)
+    config = run.config
+    get_run_logger().info(
+        "%d tasks for a plan of %d sandbox and %d BFCL tasks",
+        count,
+        config.plan.total,
+        config.bfcl_tasks,
+    )
 
 
 def _collect_and_ingest(run: RoundRun) -> None:

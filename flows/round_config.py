@@ -39,7 +39,16 @@ class RoundConfig(BaseModel):
     gate: GateName
     shard_size: int = Field(ge=1)
     plan: GenerationPlan
+    """The sandbox's tasks (``bfcl_tasks`` come on top of it)."""
     target: MixTarget
+    bfcl_share: Share = Field(
+        default=0.0, description="share of the round's tasks taken from BFCL (envs.bfcl)"
+    )
+
+    @property
+    def bfcl_tasks(self) -> int:
+        """How many of the round's tasks come from BFCL."""
+        return bfcl_count(self.tasks, self.bfcl_share)
 
     def round_id(self) -> str:
         """``round-`` and a digest of the configuration, less every field that has a
@@ -62,6 +71,12 @@ class RoundConfig(BaseModel):
         return {
             task_id for i, task_id in enumerate(ordered) if int((i + 1) * share) > int(i * share)
         }
+
+
+def bfcl_count(tasks: int, share: float) -> int:
+    """BFCL's part of a round of ``tasks`` at ``share`` (rounded half up); the sandbox's
+    plan covers the rest."""
+    return int(tasks * share + 0.5)
 
 
 def teacher_share_for(share: float, champion_tasks: int | None, tasks: int) -> float:
@@ -87,11 +102,13 @@ def resolve_config(
     plan: GenerationPlan | None = None,
     teacher_share: float | None = None,
     devices: DeviceRoute | None = None,
+    bfcl_share: float | None = None,
 ) -> RoundConfig:
     """Settings, with explicit arguments taking precedence; ``plan`` defaults to the even
-    mix of the round's tasks."""
+    mix of the round's sandbox tasks (those BFCL's share leaves)."""
     chosen_policy = policy or settings.round.policy
     n = settings.round.tasks if tasks is None else tasks
+    share = settings.round.bfcl_share if bfcl_share is None else bfcl_share
     return RoundConfig(
         tasks=n,
         seed=settings.round.seed if seed is None else seed,
@@ -114,8 +131,9 @@ def resolve_config(
         max_backend_attempts=settings.retries.backend.attempts,
         gate=gate or settings.round.gate,
         shard_size=settings.round.shard_size,
-        plan=plan if plan is not None else default_plan(n),
+        plan=plan if plan is not None else default_plan(n - bfcl_count(n, share)),
         target=settings.balance.target(),
+        bfcl_share=share,
     )
 
 

@@ -45,13 +45,16 @@ from curation.balance import Candidate
 from curation.dedup import MinHasher, word_shingles
 from envs.appium.backend import ShardDevices, needs_gui
 from envs.backend import Backend
+from envs.bfcl.backend import BACKEND as BFCL
+from envs.bfcl.backend import BfclBackend
+from envs.bfcl.construct import construct_bfcl
 from envs.sandbox import MobileSandbox
 from envs.sandbox.reverify import Reverification, reverify
 from flows.approval import Proposal
 from flows.gates import sync_until
 from flows.policies import build_policy
 from flows.round_config import RoundConfig
-from flows.settings import FlywheelSettings, PolicyName, catalog_path
+from flows.settings import DeviceRoute, FlywheelSettings, PolicyName, catalog_path
 from human_gate import GateItem, GateUnavailableError, HumanGate, Workplace
 from human_gate.auto import review_of_curation
 from storage import Catalog, ReviewStore, TaskStore
@@ -66,7 +69,7 @@ from storage.shards import (
 from storage.task_manifests import MANIFEST_SUFFIX, read_task_manifest, write_task_manifest
 
 STAGES = ("construct", "collect", "curate", "gate", "balance")
-BackendName = Literal["sandbox", "device"]
+BackendName = Literal["sandbox", "device", "bfcl"]
 GATE_BATCH = 2_000
 """Kept items the gate stage reads and sends at a time."""
 SPEC_BATCH = 2_000
@@ -117,15 +120,18 @@ def construct(
     *,
     max_passes: int,
     llm: JsonLLM | None = None,
+    bfcl_tasks: int = 0,
 ) -> int:
-    """Fill the plan with validated tasks and store them; returns how many tasks the
-    round has (the next stage reads them from the catalog). What the constructor compares
+    """Fill the plan with validated tasks, and take ``bfcl_tasks`` of BFCL's
+    (``construct_bfcl``), and store them; returns how many tasks the round has (the next
+    stage reads them from the catalog). What the constructor compares
     with stays in the catalog: the other rounds' fingerprints are read as text, and the
     goals of every stored task (this round's filed batches too) are asked for
     near-duplicates batch by batch (``GoalsInCatalog``), once each stored task's goal
     digest is kept (``keep_goal_digests``)."""
     with Catalog.open(catalog_path(home)) as catalog:
         keep_goal_digests(catalog.tasks)
+        known = frozenset(catalog.tasks.fingerprints_except_round(round_id))
         construct_tasks(
             round_id,
             plan,
@@ -133,12 +139,16 @@ def construct(
             MobileSandbox(),
             store=catalog.tasks,
             llm=llm,
-            known_fingerprints=frozenset(catalog.tasks.fingerprints_except_round(round_id)),
+            known_fingerprints=known,
             dev_fingerprints=frozenset(catalog.tasks.fingerprints(Split.DEV)),
             known_goals=GoalsInCatalog(catalog.tasks),
             stored_tasks=catalog.tasks.with_fingerprints(plan.recollect_fingerprints),
             max_passes=max_passes,
         )
+        if bfcl_tasks:
+            taken = construct_bfcl(round_id, bfcl_tasks, seed, known)
+            catalog.tasks.add(round_id, taken.accepted)
+            catalog.tasks.add_rejections(taken.rejected)
         return len(catalog.tasks.capabilities_of_round(round_id))
 
 
@@ -188,13 +198,21 @@ class ShardJob:
     by_teacher: bool
 
 
-SHARD_PREFIX = {
-    (False, False): "shard",
-    (True, False): "teacher",
-    (False, True): "device",
-    (True, True): "teacher-device",
-}
-"""Shard names by (collected by the teacher, run on a device)."""
+def shard_prefix(by_teacher: bool, backend: BackendName) -> str:
+    """A shard's name before its number: ``shard``, ``device`` or ``bfcl`` by backend,
+    ``teacher`` (``teacher-device``, ``teacher-bfcl``) when the teacher collects it."""
+    base = {"sandbox": "shard", "device": "device", "bfcl": "bfcl"}[backend]
+    if not by_teacher:
+        return base
+    return "teacher" if backend == "sandbox" else f"teacher-{base}"
+
+
+def backend_of(task: TaskSpec, devices: DeviceRoute) -> BackendName:
+    """Where ``task`` is collected: BFCL's world for BFCL's tasks, a device for a task
+    that needs the GUI agent when ``devices`` is ``gui``, else the sandbox."""
+    if task.initial_conditions.backend == BFCL:
+        return "bfcl"
+    return "device" if devices == "gui" and needs_gui(task) else "sandbox"
 
 
 def shard_jobs(
@@ -207,23 +225,24 @@ def shard_jobs(
     """The round's collection shards over its tasks and the stored tasks it collects
     again (``recollected``, by id), each with its task manifest written below ``root``
     (``shards_root``; not for a shard already complete): the scripted teacher's share of
-    the tasks (``RoundConfig.teacher_tasks``) in shards of its own, and with ``devices``
-    ``gui`` the tasks that need the GUI agent in device shards (a shard holds one device
-    at a time). Specs are read ``SPEC_BATCH`` at a time, once to group the tasks (by id,
-    world seed and device) and once to write the manifests: the stage holds ids."""
+    the tasks (``RoundConfig.teacher_tasks``) in shards of its own, BFCL's tasks in
+    shards of their own, and with ``devices`` ``gui`` the tasks that need the GUI agent
+    in device shards (a shard holds one device at a time). Specs are read ``SPEC_BATCH``
+    at a time, once to group the tasks (by id, world seed and backend) and once to write
+    the manifests: the stage holds ids."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         ids = [*catalog.tasks.ids_of_round(round_id), *recollected]
         keys = [
-            (t.initial_conditions.seed, t.id, config.devices == "gui" and needs_gui(t))
+            (t.initial_conditions.seed, t.id, backend_of(t, config.devices))
             for t in in_batches(catalog.tasks, ids)
         ]
         teacher = config.teacher_tasks(ids)
-        groups: dict[tuple[bool, bool], list[tuple[int, str]]] = {}
-        for seed, task_id, on_a_device in keys:
-            groups.setdefault((task_id in teacher, on_a_device), []).append((seed, task_id))
+        groups: dict[tuple[bool, BackendName], list[tuple[int, str]]] = {}
+        for seed, task_id, backend in keys:
+            groups.setdefault((task_id in teacher, backend), []).append((seed, task_id))
         shards = [
-            (f"{SHARD_PREFIX[by_teacher, on_a_device]}-{i:05d}", by_teacher, on_a_device, shard)
-            for (by_teacher, on_a_device), group in groups.items()
+            (f"{shard_prefix(by_teacher, backend)}-{i:05d}", by_teacher, backend, shard)
+            for (by_teacher, backend), group in groups.items()
             for i, shard in enumerate(shards_of(group, config.shard_size))
         ]
         batch: list[tuple[str, list[str]]] = []
@@ -237,11 +256,11 @@ def shard_jobs(
         ShardJob(
             name=name,
             policy="scripted" if by_teacher else config.policy,
-            backend="device" if on_a_device else "sandbox",
+            backend=backend,
             tasks=len(shard),
             by_teacher=by_teacher,
         )
-        for name, by_teacher, on_a_device, shard in shards
+        for name, by_teacher, backend, shard in shards
     ]
 
 
@@ -290,6 +309,8 @@ def collect_one_shard(
     )
 
     def lease(attempt: int) -> Backend:
+        if backend == "bfcl":
+            return BfclBackend(f"bfcl-{attempt}")
         return local_sandbox(config.backend_fault_rate, f"sandbox-{attempt}")
 
     with contextlib.ExitStack() as stack:

@@ -150,6 +150,13 @@ class RoundSettings(Section):
         description="with an LLM policy (openai, champion): share of the round's tasks the "
         "scripted teacher collects instead, so a weak model still leaves data to learn from",
     )
+    bfcl_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="share of the round's tasks taken from BFCL's multi-turn tasks "
+        "(1: a BFCL round); the sandbox's plan covers the rest",
+    )
     gate: GateName = Field(default="auto", description="human gate implementation")
     plan: Literal["feedback", "default"] = Field(
         default="feedback",
@@ -238,6 +245,13 @@ class CurationSettings(Section):
     )
     audit_rate: float = Field(
         default=0.0, ge=0, le=1, description="share of confident items sent to humans anyway"
+    )
+    simulated_confidence: float = Field(
+        default=0.8,
+        ge=0,
+        le=1,
+        description="an LLM judge's confidence at or above which a success on simulated "
+        "tools is approved without a person",
     )
     partition_size: int = Field(
         default=DEFAULT_PARTITION_SIZE,

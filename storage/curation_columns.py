@@ -28,7 +28,8 @@ from storage.sql import ids_table, registered
 
 TRAJECTORY_QUERY = """
 WITH tw AS (
-    SELECT t.id, t.task_id, t.outcome, t.failure_attribution, t.n_steps, t.cost
+    SELECT t.id, t.task_id, t.outcome, t.failure_attribution, t.n_steps, t.cost,
+           coalesce(json_extract(t.metadata, '$.simulated')::BOOLEAN, false) AS simulated
     FROM trajectories t JOIN _wanted w ON w.id = t.id
     WHERE t.rowid BETWEEN $t0 AND $t1
 ), kw AS (
@@ -41,7 +42,7 @@ WITH tw AS (
 SELECT t.id, t.task_id, k.fingerprint, t.outcome, t.failure_attribution, t.n_steps,
        CAST(json_extract(t.cost, '$.steps') AS INTEGER) AS cost_steps,
        k.verifier_checks, k.reference_kinds,
-       v.passed, v.score, v.progress, v.checks
+       v.passed, v.score, v.progress, v.checks, t.simulated
 FROM tw t
 JOIN kw k ON k.id = t.task_id
 JOIN verdicts v ON v.trajectory_id = t.id

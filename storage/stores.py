@@ -299,8 +299,10 @@ class TrajectoryStore(Protocol):
         ...
 
     def without_collateral_check(self, trajectory_ids: Sequence[str]) -> list[str]:
-        """Those of ``trajectory_ids`` whose task has no ``no_collateral`` check (stored
-        before it existed: ``flywheel verify`` re-verifies them), in the order given."""
+        """Those of ``trajectory_ids`` collected on the sandbox whose task has no
+        ``no_collateral`` check (stored before it existed: ``flywheel verify``
+        re-verifies them), in the order given. Other backends' tasks (BFCL's) never had
+        one, and the sandbox cannot replay them."""
         ...
 
     def episode_facts(self, round_id: str) -> list[EpisodeFacts]:

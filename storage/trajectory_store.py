@@ -160,7 +160,8 @@ class DuckDBTrajectoryStore:
         with self._file.read() as con, registered(con, "_wanted", ids_table(wanted)):
             rows = con.execute(
                 "SELECT t.id FROM trajectories t JOIN tasks k ON k.id = t.task_id "
-                "WHERE t.id IN (SELECT id FROM _wanted) AND NOT contains(k.spec, ?)",
+                "WHERE t.id IN (SELECT id FROM _wanted) AND NOT contains(k.spec, ?) "
+                "AND json_extract_string(t.metadata, '$.backend') = 'sandbox'",
                 [COLLATERAL_CHECK_TEXT],
             ).fetchall()
         older = {str(row[0]) for row in rows}

@@ -53,7 +53,6 @@ from agents.policies.base import TaskView
 from agents.policies.chat_format import (
     OPENAI_POLICY,
     ChatStep,
-    ToolSource,
     conversation,
     format_tools,
     opening_messages,
@@ -69,7 +68,7 @@ from contract import (
     canonical_json,
     content_hash,
 )
-from envs.sandbox import MobileSandbox
+from envs.backends import ToolSource, tool_source
 from envs.sandbox.templates.catalog import split_of
 from envs.sandbox.templates.registry import ALL_TEMPLATES
 from storage import Catalog
@@ -173,7 +172,7 @@ def export_dataset(
     *,
     overwrite: bool = False,
     push_to_hub: str | None = None,
-    tools: ToolSource | None = None,
+    tools: ToolSources | None = None,
     verify: bool = False,
     workers: int = 0,
     chunk: int | None = None,
@@ -195,7 +194,8 @@ def export_dataset(
     export there, creating the repository as private if it does not exist; credentials
     come from the Hugging Face client's own configuration. Never the default; a failed
     upload raises and leaves the export in place.
-    ``tools`` gives the tool specs the policy saw (default: the sandbox's).
+    ``tools`` gives the tool specs the policy saw, by the backend a task names (default:
+    ``envs.backends.tool_source``).
     ``verify`` recomputes every member's content id from its stored rows while loading
     it (a drifted row is refused); off by default, as freezing the version and ingesting
     its trajectories checked them already, and it costs a third of the loading.
@@ -317,7 +317,7 @@ class _Rows:
         self,
         catalog: Catalog,
         version: DatasetVersion,
-        tools: ToolSource | None,
+        tools: ToolSources | None,
         *,
         verify: bool,
         workers: int,
@@ -344,7 +344,7 @@ class _Rows:
         if spread is None and min(self.workers, len(ranges)) > 1:
             spread = process_spread(min(self.workers, len(ranges)))
         if spread is None or len(ranges) <= 1 or self.tools is not None:
-            builder = _Builder(self.catalog, self.tools or MobileSandbox(), verify=self.verify)
+            builder = _Builder(self.catalog, self.tools or tool_source, verify=self.verify)
             for start, stop in ranges:
                 yield self._accept(builder.build(self.version.id, start, stop, skip=self._seen))
             return
@@ -385,6 +385,7 @@ class _Task:
     goal: str
     follow_ups: tuple[str, ...]
     tools: tuple[str, ...]
+    backend: str
     fingerprint: str
     capabilities: list[str]
     difficulty: str
@@ -400,6 +401,7 @@ class _Task:
             goal=parsed["goal"],
             follow_ups=tuple(parsed.get("follow_ups", ())),
             tools=tuple(parsed["tools"]),
+            backend=parsed["initial_conditions"].get("backend", "sandbox"),
             fingerprint=parsed["fingerprint"],
             capabilities=parsed["capabilities"],
             difficulty=parsed["difficulty"],
@@ -407,6 +409,18 @@ class _Task:
             max_steps=parsed["max_steps"],
             verifier=canonical_json(parsed["verifier"]).decode(),
         )
+
+
+class _Block(NamedTuple):
+    """A task's offered tools: their specs, its backend's sub-agents, the rendered block."""
+
+    specs: tuple[ToolSpec, ...]
+    subagents: tuple[ToolSpec, ...]
+    rendered: list[str]
+
+
+ToolSources = Callable[[str], ToolSource]
+"""The tool source of a backend, by the name a task's initial conditions give."""
 
 
 class _Member(NamedTuple):
@@ -440,13 +454,12 @@ class _Builder:
     then the sub-agents and harness functions every task offers).
     """
 
-    def __init__(self, catalog: Catalog, tools: ToolSource, *, verify: bool) -> None:
+    def __init__(self, catalog: Catalog, tools: ToolSources, *, verify: bool) -> None:
         self.catalog = catalog
-        self.source = tools
+        self.sources = tools
         self.verify = verify
         self._budgets: dict[str | None, int] = {}
-        self._blocks: dict[tuple[str, ...], tuple[tuple[ToolSpec, ...], list[str]]] = {}
-        self._subagents = tools.subagent_specs()
+        self._blocks: dict[tuple[str, tuple[str, ...]], _Block] = {}
 
     def build(self, dataset_id: str, start: int, stop: int, *, skip: Container[str]) -> _Built:
         """The rows of the members of ``dataset_id`` at positions ``[start, stop)``:
@@ -487,11 +500,12 @@ class _Builder:
         task's ``rl_tasks`` row goes into ``rl`` the first time the task comes, unless
         ``skip`` has it."""
         max_steps = self._budget(member, task)
-        specs, tools = self._block(task.tools)
+        block = self._block(task.backend, task.tools)
+        tools = block.rendered
         view = TaskView(
             goal=task.goal,
-            tools=specs,
-            subagents=self._subagents,
+            tools=block.specs,
+            subagents=block.subagents,
             max_steps=max_steps,
             follow_ups=task.follow_ups,
         )
@@ -542,14 +556,18 @@ class _Builder:
             }
         return row, assistant
 
-    def _block(self, names: tuple[str, ...]) -> tuple[tuple[ToolSpec, ...], list[str]]:
-        """The specs of a task's candidate tools, and the tool block offered with them
-        (``format_tools`` as JSON texts), rendered once per set of tools."""
-        block = self._blocks.get(names)
+    def _block(self, backend: str, names: tuple[str, ...]) -> _Block:
+        """The specs of a task's candidate tools and its backend's sub-agents, and the
+        tool block offered with them (``format_tools`` as JSON texts), rendered once per
+        backend and set of tools."""
+        block = self._blocks.get((backend, names))
         if block is None:
-            specs = tuple(self.source.tool_spec(name) for name in names)
-            view = TaskView(goal="", tools=specs, subagents=self._subagents, max_steps=0)
-            block = self._blocks[names] = (specs, _json_texts(format_tools(view)))
+            source = self.sources(backend)
+            specs = tuple(source.tool_spec(name) for name in names)
+            subagents = source.subagent_specs()
+            view = TaskView(goal="", tools=specs, subagents=subagents, max_steps=0)
+            block = _Block(specs, subagents, _json_texts(format_tools(view)))
+            self._blocks[backend, names] = block
         return block
 
     def _budget(self, member: _Member, task: _Task) -> int:
@@ -696,7 +714,7 @@ def build_chunk(job: ChunkJob, start: int, stop: int) -> ChunkResult:
         builder = _worker_builders.get(job)
         if builder is None:
             catalog = Catalog.open(Path(job.catalog), read_only=True, lock_wait_s=job.lock_wait_s)
-            builder = _worker_builders[job] = _Builder(catalog, MobileSandbox(), verify=job.verify)
+            builder = _worker_builders[job] = _Builder(catalog, tool_source, verify=job.verify)
         built = builder.build(job.dataset_id, start, stop, skip=())
         scratch = Path(job.scratch)
         spilled = _Spilled(

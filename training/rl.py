@@ -1,4 +1,5 @@
-"""Online RL in the sandbox with CARE, on TRL's GRPO machinery.
+"""Online RL with CARE, on TRL's GRPO machinery, each task run on its own backend (the
+sandbox, BFCL's world).
 
 One update: ``tasks_per_update`` RL tasks, ``group_size`` rollouts each, with the current
 model as the policy (``LocalChatModel``: the harness's chat format, tool calls parsed from
@@ -56,8 +57,8 @@ from trl.trainer.grpo_trainer import GRPOTrainer
 from agents.policies.chat_format import opening_messages, task_view
 from agents.runner import run_episode
 from contract import InvalidInputError, TaskSpec
-from envs.sandbox import MobileSandbox
-from envs.sandbox.templates.strength import replay
+from envs.backends import Backends, tools_of
+from envs.verification import replay_plan
 from training.base_model import BaseModel as Base
 from training.care import CareConfig, CareGroup, Regime, Rollout, care_group
 from training.chat_model import LocalChatModel
@@ -179,10 +180,9 @@ DevProbe = Callable[[LocalChatModel], tuple[float, float]]
 def rl_prompts(tasks: Sequence[TaskSpec], settings: RlSettings) -> datasets.Dataset:
     """One row per task: its opening messages (the first carrying ``task_id``), telling
     the step budget its rollouts run under."""
-    sandbox = MobileSandbox()
     rows = []
     for task in tasks:
-        view = task_view(task, sandbox, settings.steps_for(task))
+        view = task_view(task, tools_of(task), settings.steps_for(task))
         messages: list[dict[str, Any]] = list(opening_messages(view))
         messages[0] = {**messages[0], "task_id": task.id}
         rows.append({"prompt": messages, "task_id": task.id})
@@ -228,15 +228,18 @@ def starting_signal(base: Base, tasks: Sequence[TaskSpec], settings: RlSettings)
         max_new_tokens=settings.max_new_tokens,
         max_context=settings.max_context,
     )
-    sandbox = MobileSandbox()
+    backends = Backends()
     verdicts = [
-        run_episode(t, sandbox, policy, max_steps=settings.steps_for(t)).verdict for t in chosen
+        run_episode(t, backends.for_task(t), policy, max_steps=settings.steps_for(t)).verdict
+        for t in chosen
     ]
     return StartingSignal(
         tasks=len(verdicts),
         successes=sum(v.passed for v in verdicts),
         mean_progress=_mean([v.partial_progress for v in verdicts]),
-        idle_progress=_mean([replay(t, (), sandbox).partial_progress for t in chosen]),
+        idle_progress=_mean(
+            [replay_plan(t, (), backends.for_task(t)).partial_progress for t in chosen]
+        ),
     )
 
 
@@ -281,10 +284,10 @@ def run_rl(
         max_context=settings.max_context,
     )
 
-    sandbox = MobileSandbox()
+    backends = Backends()
 
     def rollout(prompts: list[Any], trainer: GRPOTrainer) -> dict[str, Any]:
-        return _rollouts(prompts, by_id, sandbox, policy, settings, state)
+        return _rollouts(prompts, by_id, backends, policy, settings, state)
 
     batch = settings.tasks_per_update * settings.group_size
     args = GRPOConfig(
@@ -401,11 +404,15 @@ class _Episode:
 
 
 def _episode(
-    task: TaskSpec, sandbox: MobileSandbox, policy: LocalChatModel, settings: RlSettings
+    task: TaskSpec, backends: Backends, policy: LocalChatModel, settings: RlSettings
 ) -> _Episode:
     policy.sessions.clear()
     trajectory = run_episode(  # one sandbox for the run: its world cache serves the G resets
-        task, sandbox, policy, max_steps=settings.steps_for(task), stop_when_verified=True
+        task,
+        backends.for_task(task),
+        policy,
+        max_steps=settings.steps_for(task),
+        stop_when_verified=True,
     )
     trace = policy.sessions[0].trace if policy.sessions else None
     if trace is None:
@@ -428,7 +435,7 @@ def _episode(
 def _rollouts(
     prompts: list[Any],
     tasks: dict[str, TaskSpec],
-    sandbox: MobileSandbox,
+    backends: Backends,
     policy: LocalChatModel,
     settings: RlSettings,
     state: _RunState,
@@ -444,7 +451,7 @@ def _rollouts(
     for task_id in batch:
         task = tasks[task_id]
         for attempt in range(settings.resamples + 1):
-            group = [_episode(task, sandbox, policy, settings) for _ in range(size)]
+            group = [_episode(task, backends, policy, settings) for _ in range(size)]
             state.result.trajectories += size
             if attempt == settings.resamples:
                 break

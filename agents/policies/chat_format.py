@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -37,9 +37,9 @@ from contract import (
     StateChange,
     Step,
     TaskSpec,
-    ToolSpec,
     Trajectory,
 )
+from envs.backends import ToolSource
 from envs.sandbox.state import WORLD_DATE
 
 Message = dict[str, Any]
@@ -142,14 +142,6 @@ def _function(name: str, description: str, parameters: dict[str, Any]) -> dict[s
 
 
 # -- format input ----------------------------------------------------------------------
-
-
-class ToolSource(Protocol):
-    """Where the specs of a task's tools come from (``MobileSandbox`` is one)."""
-
-    def tool_spec(self, name: str) -> ToolSpec: ...
-
-    def subagent_specs(self) -> tuple[ToolSpec, ...]: ...
 
 
 def task_view(task: TaskSpec, source: ToolSource, max_steps: int) -> TaskView:

@@ -26,7 +26,7 @@ from bfcl_eval.constants.executable_backend_config import (
     STATELESS_CLASSES,
 )
 
-from contract import InvalidInputError
+from contract import InvalidInputError, Split
 
 CATEGORIES = ("base", "long_context", "miss_func", "miss_param")
 """BFCL's multi-turn categories, 200 tasks each: ``miss_func`` holds a function back
@@ -35,7 +35,11 @@ that should be answered by asking, with no call)."""
 RUN_CATEGORIES = ("base", "long_context", "miss_param")
 """The categories our tasks can hold (``miss_func``: ``envs.bfcl.backend``'s docstring)."""
 SUITE = "bfcl-multi-turn"
-"""The evaluation suite of those categories (``envs.bfcl.suite``)."""
+"""The evaluation suite of those categories (``training.bfcl_suite``)."""
+SPLITS = ("dev", "train", "all")
+"""Which of BFCL's tasks the suite runs (``split_of``; ``all``: both)."""
+DEV_EVERY = 5
+"""One task in five of each category is held out (those whose number is a multiple)."""
 CLASSES = (
     "GorillaFileSystem",
     "MathAPI",
@@ -117,6 +121,13 @@ def load_tasks(category: str) -> tuple[BfclTask, ...]:
         for a in _json_lines(f"possible_answer/BFCL_v4_multi_turn_{category}.json")
     }
     return tuple(_task(entry, answers[entry["id"]], category) for entry in entries)
+
+
+def split_of(task: BfclTask) -> Split:
+    """The split a BFCL task belongs to, by the number that ends its id: the development
+    split is held out of every round (``envs.bfcl.construct``)."""
+    number = int(task.id.rsplit("_", 1)[1])
+    return Split.DEV if number % DEV_EVERY == 0 else Split.TRAIN
 
 
 def task_by_id(task_id: str) -> BfclTask:

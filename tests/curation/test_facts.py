@@ -81,8 +81,9 @@ def test_the_curate_stage_decides_as_the_curator_does_on_records(made: Synthetic
 def test_facts_of_fresh_episodes_equal_the_facts_the_catalog_gives(
     faulty_trajectories: list[Trajectory], tmp_path: Path
 ) -> None:
-    """Arguments in the model's order in memory, sorted in the catalog: described alike."""
-    fresh = faulty_trajectories[:80]
+    """Arguments in the model's order in memory, sorted in the catalog: described alike;
+    an episode on simulated tools is one in the catalog too."""
+    fresh = [*faulty_trajectories[:78], *map(_on_simulated_tools, faulty_trajectories[78:80])]
     path = tmp_path / "catalog.duckdb"
     with Catalog.open(path) as catalog:
         catalog.rounds.begin(ROUND, {})
@@ -92,6 +93,14 @@ def test_facts_of_fresh_episodes_equal_the_facts_the_catalog_gives(
 
     by_id = {f.id: f for f in stored}
     assert [by_id[t.id] for t in fresh] == [TrajectoryFacts.of(t) for t in fresh]
+    assert [by_id[t.id].simulated for t in fresh] == [False] * 78 + [True] * 2
+
+
+def _on_simulated_tools(trajectory: Trajectory) -> Trajectory:
+    """The same episode, as if a chat model had answered its tools (its own id)."""
+    data = trajectory.model_dump(mode="json", exclude={"id"})
+    data["metadata"]["simulated"] = True
+    return Trajectory.model_validate(data)
 
 
 def test_a_call_is_described_alike_whatever_the_order_of_its_arguments() -> None:

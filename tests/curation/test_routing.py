@@ -19,6 +19,7 @@ from curation.routing import (
     SAFETY_SENSITIVE_TOOLS,
     CuratorConfig,
     audit_sampled,
+    judge_confidence,
     judge_verdict,
     route,
 )
@@ -124,7 +125,51 @@ def test_audit_samples_confident_items_deterministically(
     assert not any(audit_sampled(i, 0.0) for i in ids)
 
 
+def _simulated(trajectory: Trajectory) -> Trajectory:
+    metadata = trajectory.metadata.model_copy(update={"simulated": True})
+    return trajectory.model_copy(update={"metadata": metadata})
+
+
+@pytest.mark.parametrize(
+    ("quality", "judge", "expected", "in_reason"),
+    [
+        (1.0, None, (H, QUARANTINE), "no judge sure it passed"),
+        (0.5, None, (H, QUARANTINE), "a person decides"),
+        (1.0, {"passed": True, "reason": "ok"}, (H, QUARANTINE), "no judge sure"),
+        (1.0, {"passed": True, "confidence": 0.6}, (H, QUARANTINE), "a judge 0.60 sure"),
+        (1.0, {"passed": True, "confidence": 0.8}, (A, APPROVE), "judged passed (0.80)"),
+        (0.5, {"passed": True, "confidence": 0.95}, (H, APPROVE), "middling quality"),
+        (1.0, {"passed": False, "confidence": 0.99}, (H, QUARANTINE), "LLM judge says"),
+        (0.2, {"passed": True, "confidence": 1}, (R, REJECT), "low quality"),
+        (1.0, {"passed": True, "confidence": True}, (H, QUARANTINE), "no judge sure"),
+        (1.0, {"passed": True, "confidence": 7}, (H, QUARANTINE), "no judge sure"),
+    ],
+)
+def test_a_success_on_simulated_tools_needs_a_person_or_a_confident_judge(
+    success: Trajectory,
+    quality: float,
+    judge: JsonValue,
+    expected: tuple[Routing, ReviewDecision],
+    in_reason: str,
+) -> None:
+    routing, suggested, reason = route(_simulated(success), True, quality, CONFIG, judge)
+    assert (routing, suggested) == expected
+    assert in_reason in reason
+    # the same episode on real tools: the rules alone decide
+    assert route(success, True, 1.0, CONFIG) == (A, APPROVE, "verified success, quality 1.00")
+
+
+def test_a_failure_on_simulated_tools_is_rejected_as_any_failure(failure: Trajectory) -> None:
+    assert route(_simulated(failure), True, 1.0, CONFIG) == route(failure, True, 1.0, CONFIG)
+    strict = CuratorConfig(simulated_confidence=1.0)
+    judged: JsonValue = {"passed": True, "confidence": 0.99}
+    assert route(_simulated(failure), True, 1.0, strict, judged)[0] is H  # a conflict
+
+
 def test_judge_answers_are_read_leniently() -> None:
+    assert judge_confidence({"passed": True, "confidence": 0.9}) == 0.9
+    assert judge_confidence({"passed": False, "confidence": 0.9}) is None
+    assert judge_confidence({"error": "down", "confidence": 0.9}) is None
     assert judge_verdict(None) is None
     assert judge_verdict({"passed": False, "reason": "no"}) == (False, "no")
     assert judge_verdict({"passed": True}) == (True, "")
@@ -148,6 +193,7 @@ def test_default_config() -> None:
         ("audit_rate", {"audit_rate": 2.0}),
         ("near_duplicate_threshold", {"near_duplicate_threshold": 0.0}),
         ("num_perm", {"num_perm": 1}),
+        ("simulated_confidence", {"simulated_confidence": 1.2}),
         ("safety_sensitive_tools", {"safety_sensitive_tools": {"send_money"}}),
     ],
 )

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agents.llm import OpenAIJsonLLM
+from agents.llm import OpenAIJsonLLM, simulator
 from agents.policies.openai_policy import make_client
 from agents.policies.scripted import ScriptedPolicy
 from agents.runner import run_episode
@@ -86,7 +86,7 @@ def booked(state_extra: dict[str, Any] | None = None) -> str:
 
 def backend_for(server_url: str) -> SimulatedBackend:
     llm = OpenAIJsonLLM(make_client(server_url, None, 5.0), "simulator")
-    return SimulatedBackend(llm, [PARKING])
+    return SimulatedBackend(simulator(llm), [PARKING])
 
 
 def test_a_simulated_call_changes_the_state_the_verifier_reads() -> None:
@@ -94,6 +94,7 @@ def test_a_simulated_call_changes_the_state_the_verifier_reads() -> None:
         trajectory = run_episode(parking_task(), backend_for(server.base_url), ScriptedPolicy())
         (request,) = server.requests
     assert trajectory.verdict.passed and trajectory.metadata.outcome is Outcome.SUCCESS
+    assert trajectory.metadata.simulated  # weaker evidence: the curator's rules know it
     call = trajectory.steps[0].feedback
     assert call.result == {"session_id": "ps-1", "cost": 5.0}
     assert [(c.collection, c.entity_id, c.op) for c in call.state_changes] == [
@@ -142,9 +143,9 @@ def test_a_refusal_is_the_tool_s_error_and_bad_arguments_never_reach_the_model()
     assert full.error is not None and full.error.kind is ErrorKind.PRECONDITION_FAILED
     assert full.error.message == "zone z-1 is full"
     unreachable = OpenAIJsonLLM(make_client(refusing_url(), None, 5.0), "simulator")
-    down = SimulatedBackend(unreachable, [PARKING])
+    down = SimulatedBackend(simulator(unreachable), [PARKING])
     down.reset(parking_task())
     failed = down.execute(ToolCall(tool="book_parking", arguments={"zone": "z-1", "hours": 2}))
     assert failed.error is not None and failed.error.kind is ErrorKind.BACKEND_ERROR
     with pytest.raises(InvalidInputError, match="lacks"):
-        SimulatedBackend(unreachable, []).reset(parking_task())
+        SimulatedBackend(simulator(unreachable), []).reset(parking_task())

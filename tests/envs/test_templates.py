@@ -25,7 +25,6 @@ from envs.sandbox.subagents import SUBAGENTS
 from envs.sandbox.templates.base import TaskTemplate
 from envs.sandbox.templates.catalog import (
     instantiate,
-    replay_plan,
     replay_reference,
     sample_tasks,
     split_of,
@@ -33,6 +32,7 @@ from envs.sandbox.templates.catalog import (
 )
 from envs.sandbox.templates.registry import ALL_TEMPLATES
 from envs.sandbox.templates.strength import is_decisive
+from envs.verification import replay_plan
 
 SEEDS = (3, 17, 2024)
 SANDBOX = MobileSandbox()

@@ -27,8 +27,9 @@ from envs.sandbox.state import Collections
 from envs.sandbox.templates.base import Draft, Params, TaskTemplate
 from envs.sandbox.templates.catalog import instantiate, template_named
 from envs.sandbox.templates.registry import ALL_TEMPLATES
-from envs.sandbox.templates.strength import RowIds, measure_template, plausible_arguments, replay
+from envs.sandbox.templates.strength import RowIds, measure_template, plausible_arguments
 from envs.state_diff import allowances_for, state_diff
+from envs.verification import replay_plan
 
 SEEDS = tuple(range(8))
 CHANGE_OPS: tuple[ChangeOp, ...] = get_args(ChangeOp)
@@ -98,7 +99,7 @@ def test_the_issue_example_fails_on_collateral_damage() -> None:
         ToolCall(tool="send_money", arguments={"contact_id": "c-3", "amount": 900}),
         ToolCall(tool="delete_event", arguments={"event_id": "ev-1"}),
     ]
-    verdict = replay(offered, [*task.reference_plan, *extra], SANDBOX)
+    verdict = replay_plan(offered, [*task.reference_plan, *extra], SANDBOX)
     assert not verdict.passed
     collateral = next(c for c in verdict.checks if c.kind == "no_collateral")
     assert all(c.met for c in verdict.checks if c is not collateral)

@@ -1,5 +1,5 @@
-"""A round's collection shards: every task in exactly one shard, the teacher's and the
-device's in shards of their own, grouped by world; each shard's tasks in its manifest
+"""A round's collection shards: every task in exactly one shard, the teacher's, the
+device's and BFCL's in shards of their own, grouped by world; each shard's tasks in its manifest
 (read from the catalog a batch at a time), so a shard's Prefect task gets no records."""
 
 from __future__ import annotations
@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from contract import TaskSpec, default_plan
+from contract import Split, TaskSpec, default_plan
 from envs.appium.backend import needs_gui
+from envs.bfcl.backend import bfcl_task_of
+from envs.bfcl.construct import construct_bfcl
+from envs.bfcl.tasks import split_of
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, sample_tasks, template_named
 from flows import round_stages
@@ -116,3 +119,42 @@ def test_construction_knows_the_tasks_of_other_rounds_read_a_batch_at_a_time(
     # The same seed draws the first round's tasks again: each is refused as known.
     assert not {t.fingerprint for t in first} & {t.fingerprint for t in second}
     assert {t.fingerprint for t in first} <= {r.fingerprint for r in refused}
+
+
+def test_bfcl_tasks_run_in_shards_of_their_own_on_bfcl_s_world(
+    tmp_path: Path, stored: tuple[list[TaskSpec], list[TaskSpec]]
+) -> None:
+    bfcl = construct_bfcl(ROUND, 6, 1, frozenset()).accepted
+    with Catalog.open(catalog_path(tmp_path)) as catalog:
+        catalog.tasks.add(ROUND, bfcl)
+    root = tmp_path / "rounds"
+    config = _config(tmp_path, teacher_share=0.5, devices="gui")
+
+    jobs = shard_jobs(tmp_path, ROUND, [], config, root)
+
+    manifests = {job.name: read_task_manifest(manifest_path(root, ROUND, job.name)) for job in jobs}
+    on_bfcl = {t.id for job in jobs if job.backend == "bfcl" for t in manifests[job.name]}
+    assert on_bfcl == {t.id for t in bfcl}
+    for job in jobs:
+        backends = {t.initial_conditions.backend for t in manifests[job.name]}
+        assert backends == ({"bfcl"} if job.backend == "bfcl" else {"sandbox"})
+        if job.backend == "bfcl":
+            prefix = "teacher-bfcl-" if job.by_teacher else "bfcl-"
+            assert job.name.startswith(prefix) and job.name[len(prefix) :].isdigit()
+    assert {job.by_teacher for job in jobs if job.backend == "bfcl"} == {True, False}
+
+
+def test_a_mixed_construction_takes_bfcl_s_share_and_never_its_development_tasks(
+    tmp_path: Path,
+) -> None:
+    plan = default_plan(8)
+    assert round_stages.construct(tmp_path, "round-1", plan, 3, max_passes=4, bfcl_tasks=5) == 13
+    assert round_stages.construct(tmp_path, "round-2", plan, 3, max_passes=4, bfcl_tasks=5) == 13
+    with Catalog.open(catalog_path(tmp_path), read_only=True) as catalog:
+        first, second = (catalog.tasks.of_round(r) for r in ("round-1", "round-2"))
+    for tasks in (first, second):
+        bfcl = [t for t in tasks if t.initial_conditions.backend == "bfcl"]
+        assert len(bfcl) == 5 and all(t.split is Split.TRAIN for t in bfcl)
+        assert all(split_of(bfcl_task_of(t)) is Split.TRAIN for t in bfcl)
+    # the same seed in another round takes other BFCL tasks: the pool is not reused
+    assert not {t.fingerprint for t in first} & {t.fingerprint for t in second}

@@ -4,13 +4,15 @@ advantages, and a short run on real sandbox rollouts changes the model."""
 from __future__ import annotations
 
 import math
+from itertools import islice
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 import torch
 
-from contract import InvalidInputError, TaskSpec
+from contract import InvalidInputError, Split, TaskSpec
+from envs.bfcl.construct import bfcl_specs
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
 from storage import Catalog
@@ -232,3 +234,22 @@ def test_rl_does_not_start_from_a_checkpoint_that_gives_no_signal(
     assert result.not_run is not None and "0 of 2 RL tasks" in result.not_run
     assert result.curve == [] and result.groups == [] and result.trajectories == 0
     assert all(torch.equal(p, before[n]) for n, p in base.model.named_parameters())
+
+
+@pytest.mark.slow
+def test_rl_rolls_bfcl_tasks_out_on_bfcl_s_world(tmp_path: Path) -> None:
+    dataset = frozen_dataset(tmp_path, train_tasks("toggle_phone_setting", 2))
+    request = TrainRequest.of({"dataset_id": dataset.version.id})
+    with Catalog.open(dataset.catalog_path) as catalog:
+        data = prepare(catalog, tmp_path, request)
+    base: BaseModel = trainer_load_base(request, data)
+    bfcl = list(islice(bfcl_specs(Split.TRAIN), 2))
+    settings = RlSettings(
+        updates=1, group_size=2, tasks_per_update=2, max_steps=2, max_new_tokens=16, probe_tasks=0
+    )
+
+    result = run_rl(base, bfcl, settings, tmp_path / "rl")  # the sandbox would refuse them
+
+    assert result.not_run is None
+    assert {g.fingerprint for g in result.groups} == {t.fingerprint for t in bfcl}
+    assert result.trajectories == 4

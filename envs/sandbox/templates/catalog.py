@@ -19,7 +19,6 @@ from contract import (
     InitialConditions,
     InvalidInputError,
     Split,
-    Step,
     TaskSource,
     TaskSpec,
     ToolCall,
@@ -32,7 +31,7 @@ from envs.sandbox.sandbox import MobileSandbox
 from envs.sandbox.templates.base import Draft, Params, TaskTemplate
 from envs.sandbox.templates.registry import ALL_TEMPLATES
 from envs.state_diff import allowances_for, state_diff
-from envs.verification import verify
+from envs.verification import replay_plan
 
 DEV_PARAMETER_SHARE = 10
 """One train-template parameter combination in this many is held out for development,
@@ -260,13 +259,3 @@ def sample_tasks(
 def replay_reference(task: TaskSpec, sandbox: MobileSandbox) -> Verdict:
     """Run the reference plan on a fresh sandbox and verify it (a task's self-check)."""
     return replay_plan(task, task.reference_plan, sandbox)
-
-
-def replay_plan(task: TaskSpec, plan: Sequence[Action], sandbox: MobileSandbox) -> Verdict:
-    """Run ``plan`` on the task's fresh initial state, without a policy, and verify it."""
-    sandbox.reset(task)
-    steps = [
-        Step(index=i, action=action, feedback=sandbox.execute(action))
-        for i, action in enumerate(plan)
-    ]
-    return verify(task.verifier, steps, sandbox.evidence())

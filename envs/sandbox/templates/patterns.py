@@ -35,7 +35,7 @@ from contract import (
     Verdict,
 )
 from envs.sandbox.sandbox import MobileSandbox
-from envs.sandbox.templates.catalog import replay_plan
+from envs.verification import replay_plan
 
 LONG_HORIZON_STEPS = 4
 """Actions a long-horizon reference plan has at least."""

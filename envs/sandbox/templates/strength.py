@@ -52,7 +52,7 @@ from envs.sandbox.state import WORLD_DATE, Collections
 from envs.sandbox.templates.base import TaskTemplate
 from envs.sandbox.templates.catalog import instantiate
 from envs.state_diff import state_diff
-from envs.verification import verify
+from envs.verification import replay_plan, verify
 
 MutantKind = Literal[
     "other_task", "nothing", "finish_at_once", "destructive", "dropped_step", "reordered"
@@ -113,7 +113,7 @@ def measure_template(
             result.tasks += 1
             where = f"seed {seed} {task.params}"
             offered = task.model_copy(update={"tools": all_tools})
-            reference = replay(offered, task.reference_plan, sandbox)
+            reference = replay_plan(offered, task.reference_plan, sandbox)
             if not reference.passed:
                 unmet = [c.description for c in reference.checks if not c.met]
                 result.reference_failures.append(f"{where}: reference plan fails {unmet}")
@@ -123,13 +123,6 @@ def measure_template(
                 if verdict.passed:
                     result.survivors.append(f"{where}: {kind}: {description}")
     return result
-
-
-def replay(task: TaskSpec, plan: Sequence[Action], sandbox: MobileSandbox) -> Verdict:
-    """``plan`` from the task's initial state, verified."""
-    sandbox.reset(task)
-    steps = [_step(i, action, sandbox) for i, action in enumerate(plan)]
-    return verify(task.verifier, steps, sandbox.evidence())
 
 
 def _step(index: int, action: Action, sandbox: MobileSandbox) -> Step:
@@ -168,21 +161,21 @@ def _mutants(
             yield (
                 "other_task",
                 f"the plan of {other.params}",
-                replay(offered, other.reference_plan, sandbox),
+                replay_plan(offered, other.reference_plan, sandbox),
             )
-    yield "nothing", "no action", replay(offered, [], sandbox)
+    yield "nothing", "no action", replay_plan(offered, [], sandbox)
     endings = list(STOCK_ENDINGS)
     if plan[-1].kind in TERMINAL_KINDS and plan[-1] not in endings:
         endings.append(plan[-1])
     for ending in endings:
-        yield "finish_at_once", ending.describe(), replay(offered, [ending], sandbox)
+        yield "finish_at_once", ending.describe(), replay_plan(offered, [ending], sandbox)
     yield from _destructive(offered, plan, sandbox)
     decisive = [i for i, action in enumerate(plan) if is_decisive(task, action, sandbox)]
     for i in decisive:
         yield (
             "dropped_step",
             f"without step {i} {plan[i].describe()}",
-            replay(offered, plan[:i] + plan[i + 1 :], sandbox),
+            replay_plan(offered, plan[:i] + plan[i + 1 :], sandbox),
         )
     if template.ordered:
         for i, j in itertools.pairwise(decisive):
@@ -190,7 +183,7 @@ def _mutants(
                 continue
             swapped = list(plan)
             swapped[i], swapped[j] = swapped[j], swapped[i]
-            yield "reordered", f"steps {i} and {j} swapped", replay(offered, swapped, sandbox)
+            yield "reordered", f"steps {i} and {j} swapped", replay_plan(offered, swapped, sandbox)
 
 
 def is_decisive(task: TaskSpec, action: Action, sandbox: MobileSandbox) -> bool:

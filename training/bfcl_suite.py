@@ -1,7 +1,10 @@
 """The ``bfcl-multi-turn`` evaluation suite: a policy's accuracy per BFCL category, by our
 verifier and by BFCL's own checker on the same episodes.
 
-Each task runs once through our runner on ``BfclBackend``; accuracy is the share of
+It runs the held-out development split by default (``split_of``: rounds never
+train on it); ``all`` runs every task, as the public leaderboard does, which a model
+trained on BFCL rounds has partly seen. Each task runs once through our runner on
+``BfclBackend``; accuracy is the share of
 tasks whose episode passed. BFCL's checker judges the same calls (``turns_of``), so a
 served model's figure can be set beside the public leaderboard's method, and any
 disagreement between the two is counted (it would be a bug in our backend).
@@ -17,7 +20,7 @@ from agents.policies.base import Policy
 from agents.runner import run_episode
 from contract import InvalidInputError
 from envs.bfcl.backend import BfclBackend, task_spec
-from envs.bfcl.tasks import RUN_CATEGORIES, load_tasks
+from envs.bfcl.tasks import RUN_CATEGORIES, SPLITS, load_tasks, split_of
 from envs.bfcl.verify import bfcl_checker_valid, turns_of
 
 
@@ -54,14 +57,21 @@ def run_suite(
     categories: Sequence[str] = RUN_CATEGORIES,
     limit: int | None = None,
     on_episode: Callable[[int, int], None] | None = None,
+    split: str = "dev",
 ) -> list[CategoryScore]:
-    """``policy`` on the first ``limit`` tasks (all when None) of each category."""
+    """``policy`` on the first ``limit`` tasks (all when None) of ``split`` (``SPLITS``)
+    in each category."""
     unknown = [c for c in categories if c not in RUN_CATEGORIES]
     if unknown:
         raise InvalidInputError("category", f"{unknown[0]!r} is not run", RUN_CATEGORIES)
     if limit is not None and limit < 1:
         raise InvalidInputError("limit", f"{limit} is below 1")
-    chosen = {c: load_tasks(c)[:limit] for c in categories}
+    if split not in SPLITS:
+        raise InvalidInputError("split", f"unknown split {split!r}", SPLITS)
+    chosen = {
+        c: [t for t in load_tasks(c) if split == "all" or split_of(t).value == split][:limit]
+        for c in categories
+    }
     total, done = sum(len(t) for t in chosen.values()), 0
     backend = BfclBackend()
     scores = []
@@ -69,7 +79,7 @@ def run_suite(
         passed = valid = 0
         disagreements = []
         for task in tasks:
-            trajectory = run_episode(task_spec(task), backend, policy)
+            trajectory = run_episode(task_spec(task, split_of(task)), backend, policy)
             ours = trajectory.verdict.passed
             theirs = bfcl_checker_valid(task, turns_of(trajectory.steps))
             passed, valid = passed + ours, valid + theirs

@@ -17,10 +17,10 @@ from agents.policies.chat_format import action_call
 from agents.policies.scripted import ScriptedPolicy
 from contract import InvalidInputError
 from envs.bfcl.backend import task_spec
-from envs.bfcl.suite import run_suite
 from envs.bfcl.tasks import load_tasks
 from tests.fakes import ScriptedChatServer, tool_call_reply
 from tests.serving.builders import SERVED_ID, SERVED_NAME, model_folders, running_server
+from training.bfcl_suite import run_suite
 
 FLYWHEEL = str(Path(sys.executable).with_name("flywheel"))
 EVAL_BASE = (FLYWHEEL, "eval", "--suite", "bfcl-multi-turn", "--category", "base")
