@@ -13,7 +13,7 @@ is left: an empty dataset is not frozen.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Container, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol, TypedDict, cast
 
@@ -40,6 +40,7 @@ from curation.balance import (
     Shortfall,
     balance_mix,
     candidates_of,
+    cap_simulated,
     down_weigh,
     policies_of,
     propose_version,
@@ -151,6 +152,16 @@ def _removal(candidate: Candidate, reason: RemovalReason, detail: str) -> Remove
     )
 
 
+def _why_left_out(
+    candidate: Candidate, trainable: Container[str], target: MixTarget
+) -> tuple[RemovalReason, str]:
+    if candidate.trajectory_id in trainable:
+        cap = f"the cap of {target.simulated_share} on simulated tools' share"
+        return RemovalReason.SIMULATED_CAP, f"{cap} left it no room"
+    outcome = f"{candidate.split.value} split, {candidate.outcome.value}"
+    return RemovalReason.NOT_TRAINABLE, outcome
+
+
 def make_weigh(target: MixTarget, max_ratio: float) -> Node:
     def weigh(state: BalancerState) -> BalancerState:
         """Rake weights over the trainable candidates (dev tasks and failures dropped),
@@ -163,10 +174,12 @@ def make_weigh(target: MixTarget, max_ratio: float) -> Node:
             state.get("down_weights", {}),
             state.get("preserved", frozenset()),
         )
+        trainable = {m.trajectory_id for m in result.members}
+        result = cap_simulated(result, candidates, target.simulated_share)
         inherited = state.get("inherited", frozenset())
         kept = {m.trajectory_id for m in result.members}
         removed = list(state.get("removed", [])) + [
-            _removal(c, RemovalReason.NOT_TRAINABLE, f"{c.split.value} split, {c.outcome.value}")
+            _removal(c, *_why_left_out(c, trainable, target))
             for c in candidates
             if c.trajectory_id in inherited and c.trajectory_id not in kept
         ]

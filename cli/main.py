@@ -302,6 +302,12 @@ def round_(
         float | None,
         typer.Option(min=0.0, max=1.0, help="a mixed round: share of the tasks taken from BFCL"),
     ] = None,
+    simulated_share: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, max=1.0, help="share of the tasks on long-tail tools an agent LLM simulates"
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run a flywheel round as a Prefect flow: construct, collect, curate, gate, propose,
@@ -309,6 +315,7 @@ def round_(
     run_round_command(
         devices=devices,
         bfcl_share=round_bfcl_share(backend, bfcl_share),
+        simulated_share=simulated_share,
         tasks=tasks,
         seed=seed,
         policy=policy,

@@ -68,6 +68,7 @@ def run_round_command(
     as_json: bool,
     devices: str | None = None,
     bfcl_share: float | None = None,
+    simulated_share: float | None = None,
 ) -> None:
     """Run ``flywheel_round`` against the Prefect server and print what it made."""
     from cli.prefect import flow_runs, live_prefect_api, run_url
@@ -103,6 +104,7 @@ def run_round_command(
             round_id=round_id,
             devices=devices,
             bfcl_share=bfcl_share,
+            simulated_share=simulated_share,
         )
     page = run_url(api, summary.flow_run_id)
     if as_json:

@@ -118,18 +118,23 @@ class FinalReview(NamedTuple):
     note: str | None = None
 
 
-class MixTarget(Record):
+class MixTarget(LateFields, Record):
     """The composition a dataset version should have (shares in [0, 1]).
 
     An empty mapping means "no target" for that dimension. ``recovery_share`` is the share
-    of verified recovery trajectories among the successes.
+    of verified recovery trajectories among the successes. ``simulated_share`` is the
+    most of the version's weight that trajectories on simulated tools may hold (None: no
+    cap).
     """
+
+    late_fields: ClassVar[frozenset[str]] = frozenset({"simulated_share"})
 
     capability: dict[str, float] = Field(default_factory=dict)
     difficulty: dict[str, float] = Field(default_factory=dict)
     domain: dict[str, float] = Field(default_factory=dict)
     source: dict[str, float] = Field(default_factory=dict)
     recovery_share: float | None = Field(default=None, ge=0.0, le=1.0)
+    simulated_share: float | None = Field(default=None, ge=0.0, le=1.0)
 
     def model_post_init(self, context: object, /) -> None:
         from contract.errors import InvalidInputError
@@ -171,6 +176,9 @@ class RemovalReason(StrEnum):
     """Today's verifier fails it although its stored verdict passed (``flywheel verify``)."""
     NOT_TRAINABLE = "not_trainable"
     """Its task is now a development task, or its outcome is no longer a success."""
+    SIMULATED_CAP = "simulated_cap"
+    """It ran on simulated tools, and the cap on their share left it no room (no
+    trajectory on real tools to weigh it against, or a cap of 0)."""
 
 
 class RemovedMember(Record):

@@ -47,6 +47,7 @@ DEFAULT_MAX_PASSES = 100
 DEFAULT_TOLERANCE = 1e-4
 DROPPED_DEV = "dev_split"
 DROPPED_NOT_SUCCESS = "not_success"
+DROPPED_SIMULATED = "simulated_over_cap"
 
 BISECTION_STEPS = 40
 STALL_PASSES = 10
@@ -126,6 +127,8 @@ class Candidate:
     """``name@version``."""
     fingerprint: str = ""
     template: str | None = None
+    simulated: bool = False
+    """A chat model answered its tools (``envs.simulated``)."""
 
     @classmethod
     def of(cls, trajectory: Trajectory) -> Candidate:
@@ -143,6 +146,7 @@ class Candidate:
             policy=f"{meta.policy.name}@{meta.policy.version}",
             fingerprint=task.fingerprint,
             template=task.template,
+            simulated=meta.simulated,
         )
 
     @classmethod
@@ -413,23 +417,57 @@ def down_weigh(
     ]
     if all(f == 1.0 for f in scale):
         return result
-    raw = np.array([m.weight * f for m, f in zip(result.members, scale, strict=True)])
+    return _rescaled(result, result.members, scale, by_id)
+
+
+def cap_simulated(
+    result: BalanceResult, candidates: Iterable[Candidate], cap: float | None
+) -> BalanceResult:
+    """``result`` with the members on simulated tools holding at most ``cap`` of the
+    weight (None: no cap): their weights scaled down together, the others' kept in
+    proportion (mean 1 again). With no member on real tools to weigh them against, or a
+    cap of 0, they are left out, counted in ``dropped`` (``DROPPED_SIMULATED``)."""
+    by_id = {c.trajectory_id: c for c in candidates}
+    flags = [by_id[m.trajectory_id].simulated for m in result.members]
+    simulated = sum(m.weight for m, f in zip(result.members, flags, strict=True) if f)
+    real = sum(m.weight for m, f in zip(result.members, flags, strict=True) if not f)
+    if cap is None or simulated == 0 or simulated <= cap * (simulated + real) + 1e-9:
+        return result
+    if cap == 0 or real == 0:
+        kept = tuple(m for m, f in zip(result.members, flags, strict=True) if not f)
+        dropped = {**result.dropped, DROPPED_SIMULATED: len(result.members) - len(kept)}
+        return replace(_rescaled(result, kept, [1.0] * len(kept), by_id), dropped=dropped)
+    factor = cap * real / ((1 - cap) * simulated)
+    return _rescaled(result, result.members, [factor if f else 1.0 for f in flags], by_id)
+
+
+def _rescaled(
+    result: BalanceResult,
+    members: Sequence[DatasetMember],
+    scale: Sequence[float],
+    by_id: Mapping[str, Candidate],
+) -> BalanceResult:
+    """``result`` with ``members``, each weight multiplied by its ``scale`` and all
+    renormalized to mean 1, and the achieved mix recomputed."""
+    if not members:
+        return replace(result, members=(), achieved={}, rows=mix_rows(result.target, {}))
+    raw = np.array([m.weight * f for m, f in zip(members, scale, strict=True)])
     weights = raw * len(raw) / raw.sum()
-    members = tuple(
+    scaled = tuple(
         m.model_copy(update={"weight": max(round(float(w), 6), 1e-6)})
-        for m, w in zip(result.members, weights, strict=True)
+        for m, w in zip(members, weights, strict=True)
     )
-    labels = [labels_of(by_id[m.trajectory_id]) for m in members]
+    labels = [labels_of(by_id[m.trajectory_id]) for m in scaled]
     achieved: Shares = {}
     for dim in DIMENSIONS:
         totals: dict[str, float] = {}
-        for label, member in zip(labels, members, strict=True):
+        for label, member in zip(labels, scaled, strict=True):
             totals[label[dim]] = totals.get(label[dim], 0.0) + member.weight
         mass = sum(totals.values())
         achieved[dim] = {v: round(t / mass, 6) for v, t in sorted(totals.items())}
     return replace(
         result,
-        members=members,
+        members=scaled,
         achieved=achieved,
         rows=mix_rows(result.target, achieved),
     )

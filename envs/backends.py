@@ -8,11 +8,15 @@ dataset can hold tasks of the sandbox and of BFCL side by side.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from contract import InvalidInputError, TaskSpec, ToolSpec
 from envs.backend import Backend
+
+if TYPE_CHECKING:
+    from envs.simulated import Simulator
 
 
 class ToolSource(Protocol):
@@ -23,28 +27,34 @@ class ToolSource(Protocol):
     def subagent_specs(self) -> tuple[ToolSpec, ...]: ...
 
 
-class BfclTools:
-    """BFCL's functions (``envs.bfcl``) by name: no sub-agents."""
+class NamedTools:
+    """A fixed set of tools by name (BFCL's functions, the long-tail tools): no
+    sub-agents."""
 
-    def __init__(self) -> None:
-        from envs.bfcl.backend import tool_spec
-        from envs.bfcl.tasks import CLASSES, class_docs
-
-        self._specs = {
-            d["name"]: tool_spec(d, owner) for owner in CLASSES for d in class_docs(owner)
-        }
+    def __init__(self, owner: str, specs: Iterable[ToolSpec]) -> None:
+        self._owner = owner
+        self._specs = {spec.name: spec for spec in specs}
 
     def tool_spec(self, name: str) -> ToolSpec:
         spec = self._specs.get(name)
         if spec is None:
-            raise InvalidInputError("tool", f"BFCL has no function {name!r}", sorted(self._specs))
+            raise InvalidInputError(
+                "tool", f"{self._owner} has no function {name!r}", sorted(self._specs)
+            )
         return spec
 
     def subagent_specs(self) -> tuple[ToolSpec, ...]:
         return ()
 
 
-SOURCES = ("sandbox", "device", "bfcl")
+def _bfcl_tools() -> NamedTools:
+    from envs.bfcl.backend import tool_spec
+    from envs.bfcl.tasks import CLASSES, class_docs
+
+    return NamedTools("BFCL", (tool_spec(d, owner) for owner in CLASSES for d in class_docs(owner)))
+
+
+SOURCES = ("sandbox", "device", "bfcl", "simulated")
 """The backends a task can name (``InitialConditions.backend``)."""
 
 
@@ -52,7 +62,11 @@ SOURCES = ("sandbox", "device", "bfcl")
 def tool_source(backend: str) -> ToolSource:
     """The tool source of ``backend`` (a device runs the sandbox's apps), built once."""
     if backend == "bfcl":
-        return BfclTools()
+        return _bfcl_tools()
+    if backend == "simulated":
+        from envs.simulated_catalog import TOOLS
+
+        return NamedTools("the simulated apps", TOOLS)
     if backend in ("sandbox", "device"):
         from envs.sandbox import MobileSandbox
 
@@ -67,17 +81,31 @@ def tools_of(task: TaskSpec) -> ToolSource:
 
 class Backends:
     """One backend per kind, made when a task first needs it and kept (the sandbox's
-    cache of seeded worlds stays warm across episodes)."""
+    cache of seeded worlds stays warm across episodes); tasks on simulated tools need
+    ``simulator``."""
 
-    def __init__(self) -> None:
+    def __init__(self, simulator: Simulator | None = None) -> None:
         self._made: dict[str, Backend] = {}
+        self._simulator = simulator
 
     def for_task(self, task: TaskSpec) -> Backend:
         kind = task.initial_conditions.backend
         backend = self._made.get(kind)
         if backend is None:
-            backend = self._made[kind] = _fresh(kind)
+            backend = self._made[kind] = self._fresh(kind)
         return backend
+
+    def _fresh(self, kind: str) -> Backend:
+        if kind == "simulated":
+            if self._simulator is None:
+                raise InvalidInputError(
+                    "backend", "a task on simulated tools needs a simulator to run on"
+                )
+            from envs.simulated import SimulatedBackend
+            from envs.simulated_catalog import TOOLS
+
+            return SimulatedBackend(self._simulator, TOOLS)
+        return _fresh(kind)
 
 
 def _fresh(kind: str) -> Backend:

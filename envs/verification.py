@@ -41,6 +41,8 @@ from contract import (
     ExactToolCallCheck,
     Finish,
     Refuse,
+    RejectedTask,
+    RejectionReason,
     RubricCheck,
     StatePredicateCheck,
     Step,
@@ -84,6 +86,35 @@ def replay_plan(task: TaskSpec, plan: Sequence[Action], backend: Backend) -> Ver
         for i, action in enumerate(plan)
     ]
     return verify(task.verifier, steps, backend.evidence())
+
+
+def references_passing(
+    round_id: str, tasks: Iterable[TaskSpec], backend: Backend, limit: int | None = None
+) -> tuple[list[TaskSpec], list[RejectedTask]]:
+    """Up to ``limit`` (None: all) of ``tasks``, in order, whose reference plan passes
+    its verifier on ``backend`` (a constructor's self-check), and those met before that
+    which fail, as rejections naming the checks they did not meet."""
+    accepted: list[TaskSpec] = []
+    rejected: list[RejectedTask] = []
+    for task in tasks:
+        if limit is not None and len(accepted) >= limit:
+            break
+        verdict = replay_plan(task, task.reference_plan, backend)
+        if verdict.passed:
+            accepted.append(task)
+            continue
+        failing = "; ".join(c.description for c in verdict.checks if not c.met)
+        rejected.append(
+            RejectedTask(
+                round_id=round_id,
+                fingerprint=task.fingerprint,
+                template=task.template,
+                reason=RejectionReason.REFERENCE_FAILS,
+                detail=f"{task.params.get('id', task.id)}: {failing}",
+                goal=task.goal,
+            )
+        )
+    return accepted, rejected
 
 
 def _run_check(

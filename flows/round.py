@@ -44,7 +44,7 @@ from flows.execution import partition_spread, round_task_runner, shares_memory
 from flows.gates import build_gate, workplace_of
 from flows.planning import next_plan
 from flows.progress import CollectionProgress
-from flows.round_config import RoundConfig, Share, bfcl_count, resolve_config
+from flows.round_config import RoundConfig, Share, resolve_config, sandbox_count
 from flows.round_stages import RoundSummary
 from flows.settings import (
     ApprovalMode,
@@ -54,6 +54,7 @@ from flows.settings import (
     PolicyName,
     agent_llm,
     load_settings,
+    tool_simulator,
 )
 from storage import Catalog
 
@@ -84,6 +85,8 @@ def construct_task(
         config.plan,
         config.seed,
         bfcl_tasks=config.bfcl_tasks,
+        simulated_tasks=config.simulated_tasks,
+        simulator=tool_simulator(settings),
         max_passes=settings.round.max_construct_passes,
         llm=agent_llm(settings, "task_constructor"),
     )
@@ -196,6 +199,7 @@ def flywheel_round(
     teacher_share: Share | None = None,
     devices: DeviceRoute | None = None,
     bfcl_share: Share | None = None,
+    simulated_share: Share | None = None,
 ) -> RoundSummary:
     """One flywheel round: construct, collect, curate, gate, balance, approve, freeze.
 
@@ -221,6 +225,8 @@ def flywheel_round(
             None: from the settings.
         bfcl_share: Share of the tasks taken from BFCL's multi-turn tasks (1: a BFCL
             round, 0: the sandbox's alone). None: from the settings.
+        simulated_share: Share of the tasks on long-tail tools a chat model simulates
+            (the agent LLM's tool_simulator role). None: from the settings.
     """
     if round_id is not None:
         ROUND_ID.check("round_id", round_id)
@@ -231,6 +237,7 @@ def flywheel_round(
         )
     n = settings.round.tasks if tasks is None else tasks
     share = settings.round.bfcl_share if bfcl_share is None else bfcl_share
+    simulated = settings.round.simulated_share if simulated_share is None else simulated_share
     config = resolve_config(
         settings,
         tasks=tasks,
@@ -239,10 +246,11 @@ def flywheel_round(
         fault_rate=fault_rate,
         backend_fault_rate=backend_fault_rate,
         gate=gate_name,
-        plan=next_plan(settings, n - bfcl_count(n, share)),
+        plan=next_plan(settings, sandbox_count(n, share, simulated)),
         teacher_share=teacher_share,
         devices=devices,
         bfcl_share=share,
+        simulated_share=simulated,
     )
     return run_round(settings, config, round_id or config.round_id())
 
@@ -305,10 +313,11 @@ def _construct(run: RoundRun) -> None:
     count = construct_task(run.settings.home, run.round_id, run.config, run.settings)
     config = run.config
     get_run_logger().info(
-        "%d tasks for a plan of %d sandbox and %d BFCL tasks",
+        "%d tasks for a plan of %d sandbox, %d BFCL and %d simulated-tool tasks",
         count,
         config.plan.total,
         config.bfcl_tasks,
+        config.simulated_tasks,
     )
 
 

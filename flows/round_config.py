@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from contract import GenerationPlan, MixTarget, content_hash, default_plan
+from contract import GenerationPlan, InvalidInputError, MixTarget, content_hash, default_plan
 from flows.settings import DeviceRoute, FlywheelSettings, GateName, GuiAgentName, PolicyName
 
 Share = Annotated[float, Field(ge=0, le=1)]
@@ -39,16 +39,24 @@ class RoundConfig(BaseModel):
     gate: GateName
     shard_size: int = Field(ge=1)
     plan: GenerationPlan
-    """The sandbox's tasks (``bfcl_tasks`` come on top of it)."""
+    """The sandbox's tasks (``bfcl_tasks`` and ``simulated_tasks`` come on top of it)."""
     target: MixTarget
     bfcl_share: Share = Field(
         default=0.0, description="share of the round's tasks taken from BFCL (envs.bfcl)"
+    )
+    simulated_share: Share = Field(
+        default=0.0, description="share of the round's tasks on simulated tools"
     )
 
     @property
     def bfcl_tasks(self) -> int:
         """How many of the round's tasks come from BFCL."""
-        return bfcl_count(self.tasks, self.bfcl_share)
+        return share_count(self.tasks, self.bfcl_share)
+
+    @property
+    def simulated_tasks(self) -> int:
+        """How many of the round's tasks are on simulated tools (``envs.simulated``)."""
+        return share_count(self.tasks, self.simulated_share)
 
     def round_id(self) -> str:
         """``round-`` and a digest of the configuration, less every field that has a
@@ -73,10 +81,23 @@ class RoundConfig(BaseModel):
         }
 
 
-def bfcl_count(tasks: int, share: float) -> int:
-    """BFCL's part of a round of ``tasks`` at ``share`` (rounded half up); the sandbox's
-    plan covers the rest."""
+def share_count(tasks: int, share: float) -> int:
+    """Another backend's part of a round of ``tasks`` at ``share`` (rounded half up);
+    the sandbox's plan covers the rest."""
     return int(tasks * share + 0.5)
+
+
+def sandbox_count(tasks: int, *shares: float) -> int:
+    """The sandbox's part of a round of ``tasks`` once the other backends' ``shares``
+    are taken; the shares together may not exceed the round."""
+    taken = sum(share_count(tasks, share) for share in shares)
+    if taken > tasks:
+        raise InvalidInputError(
+            "simulated_share",
+            f"BFCL's and the simulated tools' shares take {taken} of {tasks} tasks",
+            ["bfcl_share + simulated_share <= 1"],
+        )
+    return tasks - taken
 
 
 def teacher_share_for(share: float, champion_tasks: int | None, tasks: int) -> float:
@@ -103,12 +124,14 @@ def resolve_config(
     teacher_share: float | None = None,
     devices: DeviceRoute | None = None,
     bfcl_share: float | None = None,
+    simulated_share: float | None = None,
 ) -> RoundConfig:
     """Settings, with explicit arguments taking precedence; ``plan`` defaults to the even
     mix of the round's sandbox tasks (those BFCL's share leaves)."""
     chosen_policy = policy or settings.round.policy
     n = settings.round.tasks if tasks is None else tasks
     share = settings.round.bfcl_share if bfcl_share is None else bfcl_share
+    simulated = settings.round.simulated_share if simulated_share is None else simulated_share
     return RoundConfig(
         tasks=n,
         seed=settings.round.seed if seed is None else seed,
@@ -131,9 +154,10 @@ def resolve_config(
         max_backend_attempts=settings.retries.backend.attempts,
         gate=gate or settings.round.gate,
         shard_size=settings.round.shard_size,
-        plan=plan if plan is not None else default_plan(n - bfcl_count(n, share)),
+        plan=plan if plan is not None else default_plan(sandbox_count(n, share, simulated)),
         target=settings.balance.target(),
         bfcl_share=share,
+        simulated_share=simulated,
     )
 
 

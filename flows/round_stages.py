@@ -33,6 +33,7 @@ from contract import (
     CurationRecord,
     DatasetApproval,
     GenerationPlan,
+    InvalidInputError,
     MixTarget,
     Review,
     Routing,
@@ -43,6 +44,7 @@ from contract import (
 )
 from curation.balance import Candidate
 from curation.dedup import MinHasher, word_shingles
+from envs import simulated_catalog
 from envs.appium.backend import ShardDevices, needs_gui
 from envs.backend import Backend
 from envs.bfcl.backend import BACKEND as BFCL
@@ -50,11 +52,20 @@ from envs.bfcl.backend import BfclBackend
 from envs.bfcl.construct import construct_bfcl
 from envs.sandbox import MobileSandbox
 from envs.sandbox.reverify import Reverification, reverify
+from envs.simulated import BACKEND as SIMULATED
+from envs.simulated import SimulatedBackend, Simulator
+from envs.verification import references_passing
 from flows.approval import Proposal
 from flows.gates import sync_until
 from flows.policies import build_policy
 from flows.round_config import RoundConfig
-from flows.settings import DeviceRoute, FlywheelSettings, PolicyName, catalog_path
+from flows.settings import (
+    DeviceRoute,
+    FlywheelSettings,
+    PolicyName,
+    catalog_path,
+    tool_simulator,
+)
 from human_gate import GateItem, GateUnavailableError, HumanGate, Workplace
 from human_gate.auto import review_of_curation
 from storage import Catalog, ReviewStore, TaskStore
@@ -69,7 +80,7 @@ from storage.shards import (
 from storage.task_manifests import MANIFEST_SUFFIX, read_task_manifest, write_task_manifest
 
 STAGES = ("construct", "collect", "curate", "gate", "balance")
-BackendName = Literal["sandbox", "device", "bfcl"]
+BackendName = Literal["sandbox", "device", "bfcl", "simulated"]
 GATE_BATCH = 2_000
 """Kept items the gate stage reads and sends at a time."""
 SPEC_BATCH = 2_000
@@ -121,14 +132,25 @@ def construct(
     max_passes: int,
     llm: JsonLLM | None = None,
     bfcl_tasks: int = 0,
+    simulated_tasks: int = 0,
+    simulator: Simulator | None = None,
 ) -> int:
-    """Fill the plan with validated tasks, and take ``bfcl_tasks`` of BFCL's
-    (``construct_bfcl``), and store them; returns how many tasks the round has (the next
-    stage reads them from the catalog). What the constructor compares
+    """Fill the plan with validated tasks, take ``bfcl_tasks`` of BFCL's
+    (``construct_bfcl``) and ``simulated_tasks`` on long-tail tools (``simulator``
+    answers their reference plans, which must pass), and store them; returns how many
+    tasks the round has (the next stage reads them from the catalog). What the
+    constructor compares
     with stays in the catalog: the other rounds' fingerprints are read as text, and the
     goals of every stored task (this round's filed batches too) are asked for
     near-duplicates batch by batch (``GoalsInCatalog``), once each stored task's goal
     digest is kept (``keep_goal_digests``)."""
+    if simulated_tasks and simulator is None:
+        raise InvalidInputError(
+            "simulated_share",
+            "tasks on simulated tools need a chat model to simulate them: set [agent_llm] "
+            "endpoint with the tool_simulator role",
+            ["0 without an agent LLM"],
+        )
     with Catalog.open(catalog_path(home)) as catalog:
         keep_goal_digests(catalog.tasks)
         known = frozenset(catalog.tasks.fingerprints_except_round(round_id))
@@ -149,6 +171,14 @@ def construct(
             taken = construct_bfcl(round_id, bfcl_tasks, seed, known)
             catalog.tasks.add(round_id, taken.accepted)
             catalog.tasks.add_rejections(taken.rejected)
+        if simulated_tasks and simulator is not None:
+            accepted, rejected = references_passing(
+                round_id,
+                simulated_catalog.simulated_tasks(simulated_tasks, seed, known),
+                SimulatedBackend(simulator, simulated_catalog.TOOLS),
+            )
+            catalog.tasks.add(round_id, accepted)
+            catalog.tasks.add_rejections(rejected)
         return len(catalog.tasks.capabilities_of_round(round_id))
 
 
@@ -199,19 +229,26 @@ class ShardJob:
 
 
 def shard_prefix(by_teacher: bool, backend: BackendName) -> str:
-    """A shard's name before its number: ``shard``, ``device`` or ``bfcl`` by backend,
-    ``teacher`` (``teacher-device``, ``teacher-bfcl``) when the teacher collects it."""
-    base = {"sandbox": "shard", "device": "device", "bfcl": "bfcl"}[backend]
+    """A shard's name before its number: ``shard``, ``device``, ``bfcl`` or
+    ``simulated`` by backend, ``teacher`` (``teacher-device``, ...) when the teacher
+    collects it."""
+    base = {"sandbox": "shard", "device": "device", "bfcl": "bfcl", "simulated": "simulated"}[
+        backend
+    ]
     if not by_teacher:
         return base
     return "teacher" if backend == "sandbox" else f"teacher-{base}"
 
 
 def backend_of(task: TaskSpec, devices: DeviceRoute) -> BackendName:
-    """Where ``task`` is collected: BFCL's world for BFCL's tasks, a device for a task
-    that needs the GUI agent when ``devices`` is ``gui``, else the sandbox."""
-    if task.initial_conditions.backend == BFCL:
+    """Where ``task`` is collected: BFCL's world for BFCL's tasks, the simulator for
+    tasks on simulated tools, a device for a task that needs the GUI agent when
+    ``devices`` is ``gui``, else the sandbox."""
+    kind = task.initial_conditions.backend
+    if kind == BFCL:
         return "bfcl"
+    if kind == SIMULATED:
+        return "simulated"
     return "device" if devices == "gui" and needs_gui(task) else "sandbox"
 
 
@@ -308,9 +345,13 @@ def collect_one_shard(
         config.model,
     )
 
+    simulate = tool_simulator(settings) if backend == "simulated" else None
+
     def lease(attempt: int) -> Backend:
         if backend == "bfcl":
             return BfclBackend(f"bfcl-{attempt}")
+        if simulate is not None:
+            return SimulatedBackend(simulate, simulated_catalog.TOOLS, f"simulated-{attempt}")
         return local_sandbox(config.backend_fault_rate, f"sandbox-{attempt}")
 
     with contextlib.ExitStack() as stack:

@@ -52,6 +52,7 @@ from storage.locations import Location, check_url
 
 if TYPE_CHECKING:
     from agents.llm import JsonLLM
+    from envs.simulated import Simulator
 
 CONFIG_ENV = "FLYWHEEL_CONFIG"
 HOME_ENV = "FLYWHEEL_HOME"
@@ -156,6 +157,13 @@ class RoundSettings(Section):
         le=1,
         description="share of the round's tasks taken from BFCL's multi-turn tasks "
         "(1: a BFCL round); the sandbox's plan covers the rest",
+    )
+    simulated_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="share of the round's tasks on long-tail tools a chat model simulates "
+        "([agent_llm] with the tool_simulator role)",
     )
     gate: GateName = Field(default="auto", description="human gate implementation")
     plan: Literal["feedback", "default"] = Field(
@@ -293,6 +301,13 @@ class BalanceSettings(Section):
     recovery_share: float | None = Field(
         default=0.2, ge=0, le=1, description="share of verified recovery trajectories"
     )
+    simulated_share: float | None = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description="the most of a version's weight trajectories on simulated tools may "
+        "hold (None: no cap)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> BalanceSettings:
@@ -306,21 +321,24 @@ class BalanceSettings(Section):
             domain=self.domain,
             source=self.source,
             recovery_share=self.recovery_share,
+            simulated_share=self.simulated_share,
         )
 
 
-AgentRole = Literal["task_constructor", "curator", "balancer"]
+AgentRole = Literal["task_constructor", "curator", "balancer", "tool_simulator"]
 
 
 class AgentLLMSettings(Section):
     """An optional LLM for the agents: goal rewording, the curator's judge, the
-    balancer's rationale. Without an endpoint every agent runs its deterministic nodes."""
+    balancer's rationale, and the simulator of long-tail tools (``envs.simulated``).
+    Without an endpoint every agent runs its deterministic nodes, and a round takes no
+    tasks on simulated tools."""
 
     endpoint: ModelEndpoint | None = Field(
         default=None, description="OpenAI-compatible endpoint; unset: no LLM"
     )
     roles: tuple[AgentRole, ...] = Field(
-        default=("task_constructor", "curator", "balancer"),
+        default=("task_constructor", "curator", "balancer", "tool_simulator"),
         description="agents that use the endpoint when it is set",
     )
 
@@ -781,6 +799,17 @@ def agent_llm(settings: FlywheelSettings, role: AgentRole) -> JsonLLM | None:
         endpoint.max_response_bytes,
         retry=settings.retries.llm,
     )
+
+
+def tool_simulator(settings: FlywheelSettings) -> Simulator | None:
+    """The chat model that answers long-tail tools (``envs.simulated``), or None when no
+    agent LLM has the ``tool_simulator`` role."""
+    llm = agent_llm(settings, "tool_simulator")
+    if llm is None:
+        return None
+    from agents.llm import simulator
+
+    return simulator(llm)
 
 
 def config_path() -> Path | None:

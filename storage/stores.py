@@ -104,6 +104,8 @@ class BalanceRow(TypedDict):
     """``name@version``."""
     fingerprint: str
     template: str | None
+    simulated: bool
+    """A chat model answered its tools."""
 
 
 class RoundStore(Protocol):

@@ -126,7 +126,8 @@ class DuckDBTrajectoryStore:
                 "SELECT t.id AS trajectory_id, t.task_id, k.split, t.outcome, t.recovered, "
                 "k.capabilities[1] AS capability, k.difficulty, k.domains[1] AS domain, "
                 "k.source, t.policy || '@' || t.policy_version AS policy, k.fingerprint, "
-                "k.template FROM trajectories t JOIN tasks k ON k.id = t.task_id "
+                "k.template, coalesce(json_extract(t.metadata, '$.simulated')::BOOLEAN, false) "
+                "AS simulated FROM trajectories t JOIN tasks k ON k.id = t.task_id "
                 "WHERE t.id IN (SELECT id FROM _wanted)"
             ).to_arrow_table()
         rows = shared_rows(table, ("trajectory_id", "task_id", "fingerprint"))

@@ -46,6 +46,7 @@ from contract import (
     safe_component,
 )
 from contract.validation import invalid_input
+from envs.simulated import BACKEND as SIMULATED
 from storage import Catalog, ModelRegistry, UnknownIdError
 from storage.files import path_inside
 from training.base_model import RECIPES, BaseModel, corpus_texts, save_model
@@ -70,7 +71,8 @@ class TrainingError(FlywheelError):
 @dataclass(frozen=True)
 class TrainingData:
     """The export a run trains on: SFT rows (``replay_rows`` of the export's when the run
-    continues from a registered model), RL tasks."""
+    continues from a registered model), RL tasks (those on simulated tools left out: RL
+    would learn what the simulating model accepts, not what the tools do)."""
 
     path: Path
     sft: datasets.Dataset
@@ -85,7 +87,8 @@ def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData
     if not (out / "hf" / "dataset_dict.json").is_file():
         export_dataset(catalog, version.id, out, "hf", overwrite=out.exists(), workers=1)
     saved = datasets.load_from_disk(str(out / "hf"))
-    tasks = tuple(TaskSpec.model_validate_json(row["task_spec"]) for row in saved[RL_TASKS])
+    specs = (TaskSpec.model_validate_json(row["task_spec"]) for row in saved[RL_TASKS])
+    tasks = tuple(t for t in specs if t.initial_conditions.backend != SIMULATED)
     start = starting_model(catalog.models, request.base)
     seen = (
         {m.trajectory_id for m in catalog.datasets.get(start.dataset_id).members}

@@ -16,10 +16,10 @@ import random
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
-from contract import RejectedTask, RejectionReason, Split, TaskSpec
+from contract import RejectedTask, Split, TaskSpec
 from envs.bfcl.backend import BfclBackend, task_spec
 from envs.bfcl.tasks import RUN_CATEGORIES, load_tasks, split_of
-from envs.verification import replay_plan
+from envs.verification import references_passing
 
 
 def bfcl_specs(split: Split, categories: Sequence[str] = RUN_CATEGORIES) -> Iterator[TaskSpec]:
@@ -48,25 +48,5 @@ def construct_bfcl(
     stores nothing twice."""
     fresh = [t for t in bfcl_specs(Split.TRAIN) if t.fingerprint not in known_fingerprints]
     random.Random(seed).shuffle(fresh)
-    backend = BfclBackend()
-    accepted: list[TaskSpec] = []
-    rejected: list[RejectedTask] = []
-    for task in fresh:
-        if len(accepted) == count:
-            break
-        verdict = replay_plan(task, task.reference_plan, backend)
-        if verdict.passed:
-            accepted.append(task)
-        else:
-            failing = "; ".join(c.description for c in verdict.checks if not c.met)
-            rejected.append(
-                RejectedTask(
-                    round_id=round_id,
-                    fingerprint=task.fingerprint,
-                    template=task.template,
-                    reason=RejectionReason.REFERENCE_FAILS,
-                    detail=f"{task.params['id']}: {failing}",
-                    goal=task.goal,
-                )
-            )
+    accepted, rejected = references_passing(round_id, fresh, BfclBackend(), count)
     return BfclConstruction(accepted, rejected, len(fresh))

@@ -358,6 +358,8 @@ def _ran_on(t: Trajectory) -> str:
     device = t.metadata.device
     if t.metadata.backend == "device" and device:
         return f"on device {device}"
+    if t.metadata.simulated:
+        return "on simulated tools (a chat model answered every call: check it is plausible)"
     return f"on {t.metadata.backend}"
 
 

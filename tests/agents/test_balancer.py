@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from contract import (
     CurationRecord,
     DatasetVersion,
     Outcome,
+    RemovalReason,
     Review,
     ReviewDecision,
     Routing,
@@ -322,3 +324,27 @@ def test_successes_that_todays_verifier_fails_are_left_out_and_counted() -> None
     assert f"{len(stale_ids)} {LEFT_OUT[DROPPED_NOW_FAILING]}" in shown
     untouched = run_balancer("r", old, final_decisions(approve_all(old)), TARGET)["version"]
     assert untouched is not None and len(untouched.members) == len(version.members) + len(stale_ids)
+
+
+def test_the_cap_on_simulated_tools_weighs_them_down_or_removes_an_inherited_one(
+    episodes: list[Trajectory],
+) -> None:
+    good = [t for t in episodes if trainable(t)]
+    pool = [replace(c, simulated=i % 2 == 0) for i, c in enumerate(candidates_of(good))]
+    capped = TARGET.model_copy(update={"simulated_share": 0.1})
+    decisions = final_decisions(approve_all(good))
+    version = run_balancer("r", pool, decisions, capped)["version"]
+    assert version is not None and version.target.simulated_share == 0.1
+    simulated = {c.trajectory_id for c in pool if c.simulated}
+    weight = sum(m.weight for m in version.members if m.trajectory_id in simulated)
+    assert weight / sum(m.weight for m in version.members) == pytest.approx(0.1, abs=1e-3)
+
+    only_simulated = [c for c in pool if c.simulated]
+    inherited = only_simulated[0].trajectory_id
+    state = run_balancer(
+        "r", only_simulated, decisions, capped, parent="ds-parent", inherited=[inherited]
+    )
+    assert state["version"] is None  # nothing on real tools to weigh them against
+    (removal,) = state["removed"]
+    assert removal.trajectory_id == inherited
+    assert removal.reason is RemovalReason.SIMULATED_CAP and "0.1" in removal.detail

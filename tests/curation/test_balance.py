@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -20,9 +21,13 @@ from contract import (
 from curation.balance import (
     DROPPED_DEV,
     DROPPED_NOT_SUCCESS,
+    DROPPED_SIMULATED,
     BalanceResult,
+    Candidate,
     Shortfall,
     balance_mix,
+    candidates_of,
+    cap_simulated,
     dataset_content_hash,
     default_target,
     policies_of,
@@ -212,3 +217,56 @@ def test_no_candidates_give_no_members_and_no_version(episodes: list[Trajectory]
     assert result.converged
     with pytest.raises(InvalidInputError, match="empty dataset"):
         propose_version("r", None, result, EVEN, [], 0)
+
+
+def _on_simulated_tools(candidates: list[Candidate], every: int) -> list[Candidate]:
+    """``candidates`` with one in ``every`` marked as run on simulated tools."""
+    return [replace(c, simulated=i % every == 0) for i, c in enumerate(candidates)]
+
+
+def test_simulated_members_hold_at_most_the_cap_of_the_weight(
+    trainable: list[Trajectory],
+) -> None:
+    candidates = _on_simulated_tools(candidates_of(trainable), 2)
+    balanced = balance_mix(candidates, EVEN)
+    capped = cap_simulated(balanced, candidates, 0.2)
+
+    simulated = {c.trajectory_id for c in candidates if c.simulated}
+    share = sum(m.weight for m in capped.members if m.trajectory_id in simulated)
+    assert share / len(capped.members) == pytest.approx(0.2, abs=1e-4)
+    assert sum(weights(capped)) / len(capped.members) == pytest.approx(1.0, abs=1e-5)
+    before = {m.trajectory_id: m.weight for m in balanced.members}
+    after = {m.trajectory_id: m.weight for m in capped.members}
+    assert set(before) == set(after)  # nobody left out: weighed down
+    real = sorted(set(before) - simulated)
+    ratios = {round(after[i] / before[i], 4) for i in real}
+    assert len(ratios) == 1 and ratios.pop() > 1  # the others keep their proportions
+    assert capped.rows != balanced.rows  # the achieved mix is recomputed
+
+
+def test_a_cap_the_simulated_members_are_within_changes_nothing(
+    trainable: list[Trajectory],
+) -> None:
+    candidates = _on_simulated_tools(candidates_of(trainable), 10)
+    balanced = balance_mix(candidates, EVEN)
+    assert cap_simulated(balanced, candidates, 0.5) is balanced
+    assert cap_simulated(balanced, candidates, None) is balanced
+    assert cap_simulated(balanced, candidates_of(trainable), 0.0) is balanced  # none simulated
+
+
+@pytest.mark.parametrize(("every", "cap"), [(1, 0.2), (3, 0.0)])
+def test_simulated_members_with_no_room_are_left_out_and_counted(
+    trainable: list[Trajectory], every: int, cap: float
+) -> None:
+    candidates = _on_simulated_tools(candidates_of(trainable), every)
+    capped = cap_simulated(balance_mix(candidates, EVEN), candidates, cap)
+    simulated = {c.trajectory_id for c in candidates if c.simulated}
+    assert not simulated & {m.trajectory_id for m in capped.members}
+    assert capped.dropped[DROPPED_SIMULATED] == len(simulated)
+    if capped.members:
+        assert sum(weights(capped)) / len(capped.members) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_target_without_a_cap_hashes_as_before() -> None:
+    assert "simulated_share" not in MixTarget().model_dump()
+    assert MixTarget(simulated_share=0.2).model_dump()["simulated_share"] == 0.2

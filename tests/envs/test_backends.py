@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from contract import InvalidInputError, Split
-from envs.backends import Backends, BfclTools, tool_source, tools_of
+from envs.backends import Backends, NamedTools, tool_source, tools_of
 from envs.bfcl.backend import BfclBackend
 from envs.bfcl.construct import bfcl_specs
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
+from envs.simulated import SimulatedBackend
+from envs.simulated_catalog import TOOLS, simulated_tasks
 
 
 def test_each_task_gets_its_own_backend_kept_for_the_next_task_of_its_kind() -> None:
@@ -27,7 +29,7 @@ def test_each_task_gets_its_own_backend_kept_for_the_next_task_of_its_kind() -> 
 def test_tools_come_from_the_task_s_backend() -> None:
     bfcl_task = next(bfcl_specs(Split.TRAIN))
     source = tools_of(bfcl_task)
-    assert isinstance(source, BfclTools) and source.subagent_specs() == ()
+    assert isinstance(source, NamedTools) and source.subagent_specs() == ()
     backend = BfclBackend()
     backend.reset(bfcl_task)
     assert tuple(source.tool_spec(n) for n in bfcl_task.tools) == backend.tool_specs()
@@ -49,3 +51,20 @@ def test_an_unknown_backend_is_refused_naming_the_known_ones() -> None:
     assert raised.value.field == "backend" and "bfcl" in (raised.value.allowed or [])
     with pytest.raises(InvalidInputError, match="unknown backend 'moon'"):
         tool_source("moon")
+
+
+def test_tasks_on_simulated_tools_run_only_with_a_simulator() -> None:
+    task = simulated_tasks(1, 0, ())[0]
+    assert [tools_of(task).tool_spec(n) for n in task.tools] == [
+        t for t in TOOLS if t.name in task.tools
+    ]
+    with pytest.raises(InvalidInputError, match="needs a simulator"):
+        Backends().for_task(task)
+
+    def nobody(system: str, user: str) -> str:
+        return "no model here"
+
+    backend = Backends(nobody).for_task(task)
+    assert isinstance(backend, SimulatedBackend)
+    backend.reset(task)
+    assert backend.execute(task.reference_plan[0]).error is not None  # typed, not raised

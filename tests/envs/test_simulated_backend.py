@@ -5,6 +5,7 @@ crash."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +32,7 @@ from contract import (
 )
 from envs.simulated import BACKEND, SimulatedBackend
 from tests.fakes import ScriptedChatServer, refusing_url, text_reply
+from tests.serving.builders import SERVED_ID, SERVED_NAME, model_folders, running_server
 
 PARKING = ToolSpec(
     name="book_parking",
@@ -149,3 +151,20 @@ def test_a_refusal_is_the_tool_s_error_and_bad_arguments_never_reach_the_model()
     assert failed.error is not None and failed.error.kind is ErrorKind.BACKEND_ERROR
     with pytest.raises(InvalidInputError, match="lacks"):
         SimulatedBackend(simulator(unreachable), []).reset(parking_task())
+
+
+@pytest.mark.slow
+def test_the_local_model_server_can_stand_in_as_the_simulator(tmp_path: Path) -> None:
+    """An untrained tiny model served by ``python -m serving``: whatever it answers, the
+    episode runs and ends as data (quality is not asserted)."""
+    (folder,) = model_folders(tmp_path / "models", (0,))
+    with running_server(folder, SERVED_ID, SERVED_NAME, tmp_path / "serving.log") as server:
+        llm = OpenAIJsonLLM(make_client(f"{server.base_url}/v1", None, 120.0), SERVED_NAME)
+        backend = SimulatedBackend(simulator(llm), [PARKING])
+        trajectory = run_episode(parking_task(), backend, ScriptedPolicy())
+    assert trajectory.metadata.simulated
+    assert trajectory.metadata.outcome in {Outcome.SUCCESS, Outcome.BACKEND_ERROR}
+    error = trajectory.steps[0].feedback.error
+    if error is not None:
+        assert error.kind is ErrorKind.BACKEND_ERROR and error.message.startswith("the simulator")
+        assert backend.evidence().final == {"parking.zones": {"z-1": ZONE}}

@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -79,9 +79,14 @@ def json_reply(value: Any, status: int = 200) -> RawReply:
 FINISH_REPLY = tool_call_reply("finish", '{"answer": "Done."}')
 
 
+Responder = Callable[[dict[str, Any]], Reply]
+"""Answers a request body once the scripted replies have run out."""
+
+
 @dataclass
 class _Script:
     replies: deque[Reply]
+    responder: Responder | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     served: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -90,7 +95,12 @@ class _Script:
         with self.lock:
             self.requests.append(body)
             self.served += 1
-            reply = self.replies.popleft() if self.replies else FINISH_REPLY
+            if self.replies:
+                reply = self.replies.popleft()
+            elif self.responder is not None:
+                reply = self.responder(body)
+            else:
+                reply = FINISH_REPLY
             return reply, self.served
 
 
@@ -187,14 +197,15 @@ class ScriptedChatServer:
     reached from here, so that policies are tested through the real ``openai`` client.
 
     It answers ``POST /v1/chat/completions`` with the scripted replies in order (a chat
-    message, an HTTP error status, or any raw body), then with a ``finish`` tool call
-    once they run out.
+    message, an HTTP error status, or any raw body), then, once they run out, with what
+    ``responder`` makes of the request (a rule that answers alike every time), or else
+    with a ``finish`` tool call.
     Every request body is recorded in ``requests`` (bodies only: headers, which carry the
     API key, are not kept).
     """
 
-    def __init__(self, replies: Iterable[Reply] = ()) -> None:
-        self._script = _Script(replies=deque(replies))
+    def __init__(self, replies: Iterable[Reply] = (), responder: Responder | None = None) -> None:
+        self._script = _Script(replies=deque(replies), responder=responder)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self._script))
         self._server.daemon_threads = True
         self._thread = threading.Thread(

@@ -5,11 +5,14 @@ rounds did before), and no rule per field is needed for that."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from flows.round_config import RoundConfig
+from contract import InvalidInputError
+from flows.round_config import RoundConfig, resolve_config
+from flows.settings import FlywheelSettings
 
 STORED = json.loads(
     '{"tasks":40,"seed":3,"policy":"scripted","model":null,"teacher_share":0.0,'
@@ -59,3 +62,15 @@ def test_fields_every_round_had_are_always_in_the_id() -> None:
     assert _config(max_steps=None).round_id() != _config(max_steps=30).round_id()
     with pytest.raises(ValueError, match="max_steps"):
         RoundConfig.model_validate({k: v for k, v in STORED.items() if k != "max_steps"})
+
+
+def test_other_backends_shares_leave_the_sandbox_the_rest_of_the_round(tmp_path: Path) -> None:
+    settings = FlywheelSettings(home=tmp_path)
+    mixed = resolve_config(settings, tasks=41, bfcl_share=0.25, simulated_share=0.1)
+    assert (mixed.bfcl_tasks, mixed.simulated_tasks) == (10, 4)
+    assert mixed.plan.total == 41 - 10 - 4
+    assert mixed.round_id() != resolve_config(settings, tasks=41).round_id()
+    assert resolve_config(settings, tasks=8, bfcl_share=1.0).plan.total == 0
+    with pytest.raises(InvalidInputError) as raised:
+        resolve_config(settings, tasks=10, bfcl_share=0.6, simulated_share=0.6)
+    assert raised.value.field == "simulated_share"

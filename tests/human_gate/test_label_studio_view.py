@@ -270,6 +270,14 @@ def test_several_page_sources_are_numbered_and_the_device_is_named(
     assert "on sandbox" in "".join(sandbox.text) and "page source" not in "".join(sandbox.text)
 
 
+def test_an_episode_on_simulated_tools_says_so_to_the_annotator(items: list[GateItem]) -> None:
+    trajectory = items[0].trajectory
+    metadata = trajectory.metadata.model_copy(update={"backend": "simulated", "simulated": True})
+    item = GateItem(trajectory.model_copy(update={"metadata": metadata}), items[0].curation)
+    words = "".join(assert_inert(render_html(item)).text)
+    assert "on simulated tools (a chat model answered every call" in words
+
+
 @pytest.mark.parametrize(
     "url",
     [
