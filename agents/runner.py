@@ -22,6 +22,7 @@ from contract import (
 )
 from curation.attribution import attribute_failure, planned_targets
 from envs.backend import Backend, BackendFaultError, RecordsScreens, ScreenRecord
+from envs.backends import arriving_specs, tools_of
 from envs.simulated import BACKEND as SIMULATED
 from envs.verification import RubricJudge, verify
 
@@ -89,6 +90,7 @@ def run_episode(
         subagents=backend.subagent_specs(),
         max_steps=budget,
         follow_ups=task.follow_ups,
+        arriving=arriving_specs(task.arriving_tools, tools_of(task)) if task.arriving_tools else (),
     )
     session = policy.start(task, view)
     steps: list[Step] = []

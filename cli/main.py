@@ -47,7 +47,7 @@ from contract import (
     Split,
     TrainingMethod,
 )
-from envs.bfcl.tasks import RUN_CATEGORIES, SUITE
+from envs.bfcl.tasks import CATEGORIES, SUITE
 from envs.bfcl.tasks import SPLITS as BFCL_SPLITS
 from flows.settings import APPROVAL_MODES, DEVICE_ROUTES, GateName, PolicyName
 
@@ -391,7 +391,7 @@ def eval_suite(
     ] = "champion",
     category: Annotated[
         list[str] | None,
-        typer.Option(metavar=choices(RUN_CATEGORIES), help="repeatable; default: all three"),
+        typer.Option(metavar=choices(CATEGORIES), help="repeatable; default: all four"),
     ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="tasks per category")] = None,
     split: Annotated[
@@ -413,7 +413,7 @@ def eval_suite(
     if suite != SUITE:
         raise InvalidInputError("--suite", f"unknown suite {suite!r}", [SUITE])
     chosen = build_policy(policy, load_settings(), fault_rate=0.0)
-    scores = run_suite(chosen, category or RUN_CATEGORIES, limit, split=split)
+    scores = run_suite(chosen, category or CATEGORIES, limit, split=split)
     if as_json:
         emit_json(
             {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, model_validator
 
 from contract.actions import Action
 from contract.base import IdentifiedRecord, LateFields, Record, content_hash
@@ -59,7 +59,7 @@ class TaskSpec(IdentifiedRecord, LateFields):
     """
 
     id_prefix: ClassVar[str] = "task"
-    late_fields: ClassVar[frozenset[str]] = frozenset({"max_steps", "follow_ups"})
+    late_fields: ClassVar[frozenset[str]] = frozenset({"max_steps", "follow_ups", "arriving_tools"})
 
     fingerprint: str
     goal: str = Field(min_length=1)
@@ -74,6 +74,11 @@ class TaskSpec(IdentifiedRecord, LateFields):
     tools: tuple[str, ...] = Field(
         max_length=MAX_OFFERED_TOOLS, description="candidate tools offered for the task"
     )
+    arriving_tools: tuple[tuple[str, ...], ...] = Field(
+        default=(),
+        description="tools offered only from a later turn on: the n-th names those that "
+        "arrive with the n-th follow-up (a function the user's app gains mid-conversation)",
+    )
     initial_conditions: InitialConditions
     verifier: VerifierSpec
     reference_plan: tuple[Action, ...] = Field(min_length=1)
@@ -84,6 +89,21 @@ class TaskSpec(IdentifiedRecord, LateFields):
     max_steps: int | None = Field(
         default=None, ge=1, le=MAX_STEP_BUDGET, description="actions an episode may take"
     )
+
+    @model_validator(mode="after")
+    def _arrivals_fit(self) -> TaskSpec:
+        if len(self.arriving_tools) > len(self.follow_ups):
+            raise ValueError(
+                f"arriving_tools: {len(self.arriving_tools)} arrivals for "
+                f"{len(self.follow_ups)} follow-ups (at most one per follow-up)"
+            )
+        later = [name for names in self.arriving_tools for name in names]
+        offered = [*self.tools, *later]
+        if len(set(offered)) != len(offered):
+            raise ValueError("arriving_tools: a tool arrives twice, or is offered already")
+        if len(offered) > MAX_OFFERED_TOOLS:
+            raise ValueError(f"arriving_tools: {len(offered)} tools, above {MAX_OFFERED_TOOLS}")
+        return self
 
 
 def step_budget(task: TaskSpec, override: int | None = None) -> int:

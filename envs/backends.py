@@ -8,7 +8,7 @@ dataset can hold tasks of the sandbox and of BFCL side by side.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Protocol
 
@@ -77,6 +77,14 @@ def tool_source(backend: str) -> ToolSource:
 def tools_of(task: TaskSpec) -> ToolSource:
     """The tool source of ``task``'s backend."""
     return tool_source(task.initial_conditions.backend)
+
+
+def arriving_specs(
+    arriving_tools: Sequence[Sequence[str]], source: ToolSource
+) -> tuple[tuple[ToolSpec, ...], ...]:
+    """The specs of the tools that arrive with each follow-up (a task's
+    ``arriving_tools``)."""
+    return tuple(tuple(source.tool_spec(n) for n in names) for names in arriving_tools)
 
 
 class Backends:

@@ -20,7 +20,7 @@ from agents.policies.base import Policy
 from agents.runner import run_episode
 from contract import InvalidInputError
 from envs.bfcl.backend import BfclBackend, task_spec
-from envs.bfcl.tasks import RUN_CATEGORIES, SPLITS, load_tasks, split_of
+from envs.bfcl.tasks import CATEGORIES, SPLITS, load_tasks, split_of
 from envs.bfcl.verify import bfcl_checker_valid, turns_of
 
 
@@ -54,16 +54,16 @@ class CategoryScore:
 
 def run_suite(
     policy: Policy,
-    categories: Sequence[str] = RUN_CATEGORIES,
+    categories: Sequence[str] = CATEGORIES,
     limit: int | None = None,
     on_episode: Callable[[int, int], None] | None = None,
     split: str = "dev",
 ) -> list[CategoryScore]:
     """``policy`` on the first ``limit`` tasks (all when None) of ``split`` (``SPLITS``)
     in each category."""
-    unknown = [c for c in categories if c not in RUN_CATEGORIES]
+    unknown = [c for c in categories if c not in CATEGORIES]
     if unknown:
-        raise InvalidInputError("category", f"{unknown[0]!r} is not run", RUN_CATEGORIES)
+        raise InvalidInputError("category", f"{unknown[0]!r} is not run", CATEGORIES)
     if limit is not None and limit < 1:
         raise InvalidInputError("limit", f"{limit} is below 1")
     if split not in SPLITS:

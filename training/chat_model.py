@@ -182,7 +182,7 @@ class LocalSession(ChatSession):
 
     def __init__(self, chat_model: LocalChatModel, view: TaskView) -> None:
         self._traced = _TracedSource(chat_model)
-        super().__init__(self._traced, view)
+        super().__init__(self._traced, view, tools_per_request=False)
 
     @property
     def trace(self) -> TokenTrace | None:

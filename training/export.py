@@ -68,7 +68,7 @@ from contract import (
     canonical_json,
     content_hash,
 )
-from envs.backends import ToolSource, tool_source
+from envs.backends import ToolSource, arriving_specs, tool_source
 from envs.sandbox.templates.catalog import split_of
 from envs.sandbox.templates.registry import ALL_TEMPLATES
 from storage import Catalog
@@ -385,6 +385,7 @@ class _Task:
     goal: str
     follow_ups: tuple[str, ...]
     tools: tuple[str, ...]
+    arriving_tools: tuple[tuple[str, ...], ...]
     backend: str
     fingerprint: str
     capabilities: list[str]
@@ -401,6 +402,7 @@ class _Task:
             goal=parsed["goal"],
             follow_ups=tuple(parsed.get("follow_ups", ())),
             tools=tuple(parsed["tools"]),
+            arriving_tools=tuple(tuple(names) for names in parsed.get("arriving_tools", ())),
             backend=parsed["initial_conditions"].get("backend", "sandbox"),
             fingerprint=parsed["fingerprint"],
             capabilities=parsed["capabilities"],
@@ -508,6 +510,7 @@ class _Builder:
             subagents=block.subagents,
             max_steps=max_steps,
             follow_ups=task.follow_ups,
+            arriving=arriving_specs(task.arriving_tools, self.sources(task.backend)),
         )
         masked = loss_masked_steps(member.masked_steps, member.human, erroneous)
         chat = conversation(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -20,11 +21,27 @@ class TaskView:
     follow_ups: tuple[str, ...] = ()
     """The user's later turns (``TaskSpec.follow_ups``): a policy hears each only when it
     has ended the turn before (a finish or a clarify: ``TURN_ENDING_KINDS``)."""
+    arriving: tuple[tuple[ToolSpec, ...], ...] = ()
+    """Tools that arrive with a follow-up (``TaskSpec.arriving_tools``), by follow-up."""
 
     def follow_up(self, finished: int) -> str | None:
         """What the user says after the policy's ``finished``-th turn ended (counted from
-        1); None when that ended the episode."""
-        return self.follow_ups[finished - 1] if finished <= len(self.follow_ups) else None
+        1), with the specs of the tools that arrive then, one JSON object a line (as every
+        harness renders them, so a model reads them alike in training and in use); None
+        when that ended the episode."""
+        if finished > len(self.follow_ups):
+            return None
+        text = self.follow_ups[finished - 1]
+        arrived = self.arriving[finished - 1] if finished <= len(self.arriving) else ()
+        if not arrived:
+            return text
+        specs = "\n".join(json.dumps(t.openai_tool(), sort_keys=True) for t in arrived)
+        return f"{text}\n{specs}"
+
+    def tools_after(self, finished: int) -> tuple[ToolSpec, ...]:
+        """The tools offered once the policy's ``finished``-th turn ended: those of the
+        start and every arrival so far."""
+        return (*self.tools, *(t for arrived in self.arriving[:finished] for t in arrived))
 
 
 @dataclass(frozen=True)

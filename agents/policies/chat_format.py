@@ -39,7 +39,7 @@ from contract import (
     TaskSpec,
     Trajectory,
 )
-from envs.backends import ToolSource
+from envs.backends import ToolSource, arriving_specs
 from envs.sandbox.state import WORLD_DATE
 
 Message = dict[str, Any]
@@ -153,6 +153,7 @@ def task_view(task: TaskSpec, source: ToolSource, max_steps: int) -> TaskView:
         subagents=source.subagent_specs(),
         max_steps=max_steps,
         follow_ups=task.follow_ups,
+        arriving=arriving_specs(task.arriving_tools, source),
     )
 
 

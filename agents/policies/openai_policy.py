@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import openai
@@ -227,10 +228,17 @@ class ReplySource(Protocol):
 
 
 class ChatSession:
-    """One episode: the conversation so far, and the tool calls still owed an answer."""
+    """One episode: the conversation so far, and the tool calls still owed an answer.
 
-    def __init__(self, source: ReplySource, view: TaskView) -> None:
+    A tool that arrives with a follow-up (``TaskView.arriving``) is described in that
+    user turn; with ``tools_per_request`` (an endpoint, which takes the tools with every
+    request) it is also offered in the requests from then on. A local model renders the
+    tools into its opening turn once, so it reads the new ones where the turn says them,
+    as its training rows do."""
+
+    def __init__(self, source: ReplySource, view: TaskView, *, tools_per_request: bool = True):
         self._source = source
+        self._tools_per_request = tools_per_request
         self._tools = format_tools(view)
         self._subagents = frozenset(s.name for s in view.subagents)
         self._messages: list[Message] = opening_messages(view)
@@ -251,6 +259,9 @@ class ChatSession:
             self._finished += 1
             if (follow_up := self._view.follow_up(self._finished)) is not None:
                 self._messages.append({"role": "user", "content": follow_up})
+                if self._tools_per_request and self._view.arriving:
+                    offered = self._view.tools_after(self._finished)
+                    self._tools = format_tools(replace(self._view, tools=offered))
         reply, retries, failure = self._source.reply(self._messages, self._tools)
         if reply is None:
             return Decision(

@@ -8,8 +8,10 @@ The backend runs every call a policy makes on the task's classes, as BFCL's exec
 does (also a function the task does not offer: it exists, so BFCL runs it), so what the
 episode did is what verification replays.
 
-``miss_func`` holds a function back until a later turn; our tasks offer one set of
-functions for the whole episode, so its tasks are refused here for now.
+``miss_func`` holds functions back until a later turn: they arrive with that turn
+(``TaskSpec.arriving_tools``), whose user message, empty in BFCL's data, says so; the turn
+before it asks for what needs them, and its reference ends it with a ``finish`` that says
+it cannot be done yet (BFCL's ground truth makes no call there).
 """
 
 from __future__ import annotations
@@ -45,28 +47,36 @@ BACKEND = "bfcl"
 TEMPLATE_PREFIX = "bfcl_"
 """A BFCL task's ``template``: ``bfcl_`` and its category (its parameter is its id)."""
 CLARIFICATION = "Which one do you mean? Your request leaves out a detail I need."
+CANNOT_YET = "I cannot do that with the functions I have."
+ARRIVAL = "These functions are now available: {names}."
+"""The user turn that brings held-back functions (BFCL's own is empty)."""
 _TYPES = {"dict": "object", "float": "number", "tuple": "array"}
 
 
 def task_spec(task: BfclTask, split: Split = Split.TRAIN) -> TaskSpec:
     """``task`` as our task spec (module docstring)."""
-    if task.held_back:
-        raise InvalidInputError(
-            "category",
-            f"{task.id} holds functions back until a later turn, which our tasks do not "
-            "model yet (one set of functions per episode)",
-            ["base", "long_context", "miss_param"],
-        )
-    turns = ["\n".join(messages) for messages in task.turns]
+    turns = [
+        "\n".join(messages) or ARRIVAL.format(names=", ".join(task.held_back.get(i, ())))
+        for i, messages in enumerate(task.turns)
+    ]
     template = TEMPLATE_PREFIX + task.category
     params: dict[str, Any] = {"id": task.id}
     calls = sum(len(turn) for turn in task.ground_truth)
     plan = _reference_plan(task)
-    offered = [d["name"] for d in function_docs(task.classes) if d["name"] not in task.excluded]
+    later = {name for names in task.held_back.values() for name in names}
+    offered = [
+        d["name"]
+        for d in function_docs(task.classes)
+        if d["name"] not in task.excluded and d["name"] not in later
+    ]
+    arriving = [task.held_back.get(turn, ()) for turn in range(1, len(turns))]
+    while arriving and not arriving[-1]:
+        arriving.pop()
     return TaskSpec(
         fingerprint=task_fingerprint(template, params, turns[0]),
         goal=turns[0],
         follow_ups=tuple(turns[1:]),
+        arriving_tools=tuple(tuple(names) for names in arriving),
         capabilities=(Capability.TOOL_USE,),
         difficulty=_difficulty(calls),
         domains=tuple(name.lower() for name in task.classes),
@@ -179,6 +189,8 @@ def _reference_plan(task: BfclTask) -> tuple[Action, ...]:
         plan += [ToolCall(tool=c.name, arguments=_json_data(c.arguments)) for c in calls]
         if calls or index == last:
             plan.append(Finish(answer="Done."))
+        elif index + 1 in task.held_back:
+            plan.append(Finish(answer=CANNOT_YET))
         else:
             plan.append(Clarify(question=CLARIFICATION))
     return tuple(plan)

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 from contract import RejectedTask, Split, TaskSpec
 from envs.bfcl.backend import BfclBackend, task_spec
-from envs.bfcl.tasks import RUN_CATEGORIES, load_tasks, split_of
+from envs.bfcl.tasks import CATEGORIES, load_tasks, split_of
 from envs.verification import references_passing
 
 
-def bfcl_specs(split: Split, categories: Sequence[str] = RUN_CATEGORIES) -> Iterator[TaskSpec]:
+def bfcl_specs(split: Split, categories: Sequence[str] = CATEGORIES) -> Iterator[TaskSpec]:
     """The task specs of ``split`` in ``categories``, in BFCL's order."""
     for category in categories:
         for task in load_tasks(category):

@@ -32,8 +32,6 @@ CATEGORIES = ("base", "long_context", "miss_func", "miss_param")
 """BFCL's multi-turn categories, 200 tasks each: ``miss_func`` holds a function back
 until a later turn, ``miss_param`` leaves a parameter out of a turn's request (a turn
 that should be answered by asking, with no call)."""
-RUN_CATEGORIES = ("base", "long_context", "miss_param")
-"""The categories our tasks can hold (``miss_func``: ``envs.bfcl.backend``'s docstring)."""
 SUITE = "bfcl-multi-turn"
 """The evaluation suite of those categories (``training.bfcl_suite``)."""
 SPLITS = ("dev", "train", "all")

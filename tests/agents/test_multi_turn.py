@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import datasets
+import pytest
 
 from agents.curator import curate
 from agents.policies.chat_format import (
@@ -32,6 +34,8 @@ from contract import (
     Termination,
     step_budget,
 )
+from envs.bfcl.backend import BfclBackend, task_spec
+from envs.bfcl.tasks import load_tasks
 from envs.sandbox import MobileSandbox
 from human_gate import GateItem
 from human_gate.label_studio.view import render_html
@@ -140,3 +144,62 @@ def test_the_export_and_the_annotators_view_show_every_user_turn(tmp_path: Path)
     html = render_html(GateItem(trajectory, record))
     assert "User, turn 2:" in html and "User, turn 3:" in html
     assert html.index("User, turn 2:") < html.index("User, turn 3:")
+
+
+def _replaying(task: TaskSpec, seen: list[tuple[list[dict[str, Any]], list[str]]]) -> Any:
+    """A reply source that calls ``task``'s reference plan in order, recording each
+    request's messages and offered function names."""
+
+    class Replay:
+        def __init__(self) -> None:
+            self.next = 0
+
+        def reply(
+            self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        ) -> tuple[Reply | None, int, str]:
+            seen.append((list(messages), [t["function"]["name"] for t in tools]))
+            name, arguments = action_call(task.reference_plan[self.next])
+            call = RawCall(f"call_{self.next}", name, json.dumps(arguments))
+            self.next += 1
+            return Reply(None, None, "tool_calls", (call,), 0, 0), 0, ""
+
+    return Replay()
+
+
+_TEST_POLICY = PolicyInfo(name=OPENAI_POLICY, version="test")
+
+
+@dataclass
+class _ChatPolicy:
+    """A chat policy over ``_replaying``'s source."""
+
+    seen: list[tuple[list[dict[str, Any]], list[str]]]
+    tools_per_request: bool
+    info: PolicyInfo = _TEST_POLICY
+
+    def start(self, task: TaskSpec, view: Any) -> ChatSession:
+        source = _replaying(task, self.seen)
+        return ChatSession(source, view, tools_per_request=self.tools_per_request)
+
+
+@pytest.mark.parametrize("per_request", [True, False], ids=["an endpoint", "a local model"])
+def test_a_tool_that_arrives_mid_conversation_is_described_then_offered(
+    per_request: bool,
+) -> None:
+    task = task_spec(load_tasks("miss_func")[3])  # find and ls arrive with turn two
+    seen: list[tuple[list[dict[str, Any]], list[str]]] = []
+    policy = _ChatPolicy(seen, per_request)
+
+    trajectory = run_episode(task, BfclBackend(), policy, stop_when_verified=False)
+
+    assert trajectory.verdict.passed
+    first_tools = seen[0][1]
+    assert "find" not in first_tools
+    arrival = next(
+        i for i, (messages, _) in enumerate(seen) if task.follow_ups[0] in user_turns(messages)[-1]
+    )
+    said = user_turns(seen[arrival][0])[-1]
+    described = [json.loads(line)["function"]["name"] for line in said.splitlines()[1:]]
+    assert described == ["find", "ls"]
+    assert ("find" in seen[arrival][1]) is per_request
+    assert seen[arrival - 1][1] == first_tools  # nothing arrives before its turn

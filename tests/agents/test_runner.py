@@ -120,7 +120,7 @@ def test_policy_sees_no_privileged_information(sandbox: MobileSandbox) -> None:
     view = policy.views[0]
     assert view.goal == task.goal
     assert [t.name for t in view.tools] == list(task.tools)
-    assert set(vars(view)) == {"goal", "tools", "subagents", "max_steps", "follow_ups"}
+    assert set(vars(view)) == {"goal", "tools", "subagents", "max_steps", "follow_ups", "arriving"}
 
 
 def test_backend_faults_end_the_episode_as_backend_error() -> None:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from cli.main import app
 from cli.output import BUILT_BASES, COLLECTORS, EXPORT_FORMATS, choices
 from contract import TrainingMethod
-from envs.bfcl.tasks import RUN_CATEGORIES, SUITE
+from envs.bfcl.tasks import CATEGORIES, SUITE
 from flows.loop import loop
 from flows.settings import APPROVAL_MODES, DEVICE_ROUTES, GateName, PolicyName
 from training import export, settings
@@ -75,7 +75,7 @@ def test_every_option_of_fixed_values_lists_them() -> None:
         ("datasets export", "--format"): export.FORMATS,
         ("eval", "--suite"): (SUITE,),
         ("eval", "--policy"): get_args(PolicyName),
-        ("eval", "--category"): RUN_CATEGORIES,
+        ("eval", "--category"): CATEGORIES,
     }
     for key, values in expected.items():
         assert shown[key] == choices(values), key

@@ -12,7 +12,7 @@ import pytest
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
 from envs.bfcl.backend import BfclBackend, task_spec
-from envs.bfcl.tasks import BfclCall, BfclTask, load_tasks
+from envs.bfcl.tasks import CATEGORIES, BfclCall, BfclTask, load_tasks
 from envs.bfcl.verify import bfcl_checker_valid, turns_of, verify_episode
 
 Turns = list[list[BfclCall]]
@@ -118,13 +118,16 @@ def test_our_verdicts_agree_with_bfcls_checker_on_every_base_task(fault: str) ->
         assert 0 < passed < 200, "the fault is caught on some tasks, harmless on others"
 
 
-def test_our_runner_s_verdicts_agree_with_bfcls_checker_for_a_faulty_scripted_policy() -> None:
-    """Episodes of our runner on every base task, the scripted policy injecting a fault
-    (and recovering from half of them): the verdict the runner recorded and BFCL's
+@pytest.mark.parametrize("category", CATEGORIES)
+def test_our_runner_s_verdicts_agree_with_bfcls_checker_for_a_faulty_scripted_policy(
+    category: str,
+) -> None:
+    """Episodes of our runner on every task of a category, the scripted policy injecting a
+    fault (and recovering from half of them): the verdict the runner recorded and BFCL's
     checker on the episode's calls agree."""
     backend, policy = BfclBackend(), ScriptedPolicy(FaultConfig(rate=1.0, recovery_rate=0.5))
     disagreements, passed = [], 0
-    for task in load_tasks("base"):
+    for task in load_tasks(category):
         trajectory = run_episode(task_spec(task), backend, policy)
         ours = trajectory.verdict.passed
         passed += ours

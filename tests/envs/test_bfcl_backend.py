@@ -4,24 +4,28 @@ what BFCL's world does not have is a typed error."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from agents.policies.chat_format import task_view
 from agents.policies.scripted import ScriptedPolicy
 from agents.runner import run_episode
 from contract import (
     Clarify,
     ErrorKind,
     Finish,
-    InvalidInputError,
     MemoryRead,
     Termination,
     ToolCall,
+    step_budget,
 )
-from envs.bfcl.backend import BfclBackend, bfcl_task_of, task_spec
-from envs.bfcl.tasks import load_tasks
+from envs.backends import tools_of
+from envs.bfcl.backend import CANNOT_YET, BfclBackend, bfcl_task_of, task_spec
+from envs.bfcl.tasks import CATEGORIES, load_tasks
 
 
-@pytest.mark.parametrize("category", ["base", "long_context", "miss_param"])
+@pytest.mark.parametrize("category", CATEGORIES)
 def test_the_ground_truth_policy_passes_every_task_through_our_runner(category: str) -> None:
     backend, policy = BfclBackend(), ScriptedPolicy()
     failed = []
@@ -45,8 +49,26 @@ def test_a_bfcl_task_is_a_task_of_several_user_turns_with_one_bfcl_check() -> No
     assert isinstance(ends[3], Clarify), "the turn without its parameter is answered by asking"
     assert bfcl_task_of(spec) is task
     assert spec.max_steps is not None and spec.max_steps >= len(spec.reference_plan)
-    with pytest.raises(InvalidInputError, match="later turn"):
-        task_spec(load_tasks("miss_func")[0])
+
+
+def test_a_held_back_function_arrives_with_the_turn_that_brings_it() -> None:
+    task = load_tasks("miss_func")[3]  # find and ls arrive with the second turn
+    spec = task_spec(task)
+    assert dict(task.held_back) == {1: ("find", "ls")} and task.turns[1] == ()
+    assert not {"find", "ls"} & set(spec.tools)
+    assert spec.arriving_tools == (("find", "ls"),)
+    assert spec.follow_ups[0] == "These functions are now available: find, ls."
+    first_turn = spec.reference_plan[
+        : next(i for i, a in enumerate(spec.reference_plan) if isinstance(a, Finish | Clarify)) + 1
+    ]
+    assert first_turn == (Finish(answer=CANNOT_YET),)  # asked for what it cannot do yet
+    view = task_view(spec, tools_of(spec), step_budget(spec))
+    said = view.follow_up(1)
+    assert said is not None and said.startswith(spec.follow_ups[0])
+    described = [json.loads(line)["function"]["name"] for line in said.splitlines()[1:]]
+    assert described == ["find", "ls"]
+    assert [t.name for t in view.tools_after(1)][-2:] == ["find", "ls"]
+    assert view.follow_up(2) == spec.follow_ups[1]  # nothing arrives with the last turn
 
 
 def test_the_backend_speaks_our_contract() -> None:

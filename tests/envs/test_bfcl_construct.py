@@ -12,17 +12,17 @@ from contract import RejectionReason, Split, TaskSpec
 from envs.bfcl import construct
 from envs.bfcl.backend import bfcl_task_of
 from envs.bfcl.construct import bfcl_specs, construct_bfcl
-from envs.bfcl.tasks import DEV_EVERY, RUN_CATEGORIES, load_tasks, split_of
+from envs.bfcl.tasks import CATEGORIES, DEV_EVERY, load_tasks, split_of
 
 
 def test_one_task_in_five_of_each_category_is_held_out_and_marked_so() -> None:
     dev = list(bfcl_specs(Split.DEV))
     train = list(bfcl_specs(Split.TRAIN))
     per_category = Counter(t.template for t in dev)
-    assert per_category == {f"bfcl_{c}": 200 // DEV_EVERY for c in RUN_CATEGORIES}
+    assert per_category == {f"bfcl_{c}": 200 // DEV_EVERY for c in CATEGORIES}
     assert all(t.split is Split.DEV for t in dev) and all(t.split is Split.TRAIN for t in train)
     assert not {t.fingerprint for t in dev} & {t.fingerprint for t in train}
-    assert len(dev) + len(train) == sum(len(load_tasks(c)) for c in RUN_CATEGORIES)
+    assert len(dev) + len(train) == sum(len(load_tasks(c)) for c in CATEGORIES)
     assert split_of(bfcl_task_of(dev[1])) is Split.DEV
 
 
@@ -34,7 +34,7 @@ def test_a_round_takes_unknown_training_tasks_in_its_seed_s_order() -> None:
     assert [t.id for t in first.accepted] != [t.id for t in other_seed.accepted]
     assert len(first.accepted) == 30 and not first.rejected
     assert {t.split for t in first.accepted} == {Split.TRAIN}
-    assert len({t.template for t in first.accepted}) == len(RUN_CATEGORIES)
+    assert len({t.template for t in first.accepted}) == len(CATEGORIES)
 
     known = frozenset(t.fingerprint for t in first.accepted)
     later = construct_bfcl("round-b", 1_000, 7, known)

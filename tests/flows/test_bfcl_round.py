@@ -38,7 +38,7 @@ def _offered(row: dict[str, Any]) -> set[str]:
 def test_a_bfcl_round_collects_curates_and_exports_bfcl_s_tasks(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
-    out = run_round(tmp_path, prefect_api_url, "--backend", "bfcl", "--tasks", "24", "--seed", "2")
+    out = run_round(tmp_path, prefect_api_url, "--backend", "bfcl", "--tasks", "24", "--seed", "3")
     with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
         tasks = catalog.tasks.of_round(out["round_id"])
         trajectories = catalog.trajectories.of_round(out["round_id"])
@@ -53,14 +53,22 @@ def test_a_bfcl_round_collects_curates_and_exports_bfcl_s_tasks(
     export = _export(tmp_path, prefect_api_url, out["dataset_version"])
     by_task = {t.id: t for t in tasks}
     assert len(export["sft"]) == out["counts"]["in_dataset"]
+    arrivals = 0
     for row in export["sft"]:
         task = by_task[row["task_id"]]
         bfcl = bfcl_task_of(task)
         assert _offered(row) == set(task.tools) | set(HARNESS)  # and no sub-agents
         assert set(task.tools) <= {d["name"] for d in function_docs(bfcl.classes)}
-        users = [m for m in row["messages"] if m["role"] == "user"]
-        assert [m["content"] for m in users] == [task.goal, *task.follow_ups]
+        users = [m["content"] for m in row["messages"] if m["role"] == "user"]
         assert len(users) == len(bfcl.turns) > 1
+        assert [u.splitlines()[0] for u in users] == [
+            t.splitlines()[0] for t in (task.goal, *task.follow_ups)
+        ]
+        for said, names in zip(users[1:], task.arriving_tools, strict=False):
+            described = [json.loads(line)["function"]["name"] for line in said.splitlines()[1:]]
+            assert described == list(names)  # a held-back function is described when it arrives
+            arrivals += bool(names)
+    assert arrivals  # miss_func's tasks are among them
 
 
 def test_a_mixed_round_takes_bfcl_s_share_and_exports_both_kinds(

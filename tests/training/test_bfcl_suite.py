@@ -31,10 +31,11 @@ def test_the_scripted_policy_scores_every_category_fully_by_both_checkers() -> N
     assert [(s.category, s.tasks, s.passed, s.bfcl_valid) for s in scores] == [
         ("base", 3, 3, 3),
         ("long_context", 3, 3, 3),
+        ("miss_func", 3, 3, 3),
         ("miss_param", 3, 3, 3),
     ]
     with pytest.raises(InvalidInputError, match="category"):
-        run_suite(ScriptedPolicy(), ["miss_func"])
+        run_suite(ScriptedPolicy(), ["memory_kv"])
 
 
 def test_an_openai_compatible_endpoint_is_scored_by_both_checkers(tmp_path: Path) -> None:
