@@ -29,6 +29,7 @@ from contract.base import (
     moment,
 )
 from contract.curation import (
+    DEFAULT_SIMULATED_SHARE,
     ApprovalDecision,
     CurationRecord,
     DatasetApproval,
@@ -174,6 +175,7 @@ __all__ = [
     "DATASET_ID",
     "DEFAULT_DEV_TASKS",
     "DEFAULT_MAX_STEPS",
+    "DEFAULT_SIMULATED_SHARE",
     "FEEDBACK_FORMAT_VERSION",
     "FEEDBACK_ID",
     "FINGERPRINT",

@@ -118,13 +118,18 @@ class FinalReview(NamedTuple):
     note: str | None = None
 
 
+DEFAULT_SIMULATED_SHARE = 0.2
+"""The most of a dataset version's weight trajectories on simulated tools hold by default."""
+
+
 class MixTarget(LateFields, Record):
     """The composition a dataset version should have (shares in [0, 1]).
 
     An empty mapping means "no target" for that dimension. ``recovery_share`` is the share
     of verified recovery trajectories among the successes. ``simulated_share`` is the
     most of the version's weight that trajectories on simulated tools may hold (None: no
-    cap).
+    cap); its default is left out of the record, so targets stored before it hash as
+    they did.
     """
 
     late_fields: ClassVar[frozenset[str]] = frozenset({"simulated_share"})
@@ -134,7 +139,7 @@ class MixTarget(LateFields, Record):
     domain: dict[str, float] = Field(default_factory=dict)
     source: dict[str, float] = Field(default_factory=dict)
     recovery_share: float | None = Field(default=None, ge=0.0, le=1.0)
-    simulated_share: float | None = Field(default=None, ge=0.0, le=1.0)
+    simulated_share: float | None = Field(default=DEFAULT_SIMULATED_SHARE, ge=0.0, le=1.0)
 
     def model_post_init(self, context: object, /) -> None:
         from contract.errors import InvalidInputError

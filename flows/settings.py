@@ -35,6 +35,7 @@ from pydantic_settings import (
 
 from contract import (
     BLOCK_NAME,
+    DEFAULT_SIMULATED_SHARE,
     PROJECT_PREFIX,
     WORK_POOL,
     Capability,
@@ -302,7 +303,7 @@ class BalanceSettings(Section):
         default=0.2, ge=0, le=1, description="share of verified recovery trajectories"
     )
     simulated_share: float | None = Field(
-        default=0.2,
+        default=DEFAULT_SIMULATED_SHARE,
         ge=0,
         le=1,
         description="the most of a version's weight trajectories on simulated tools may "

@@ -10,8 +10,9 @@ episode did is what verification replays.
 
 ``miss_func`` holds functions back until a later turn: they arrive with that turn
 (``TaskSpec.arriving_tools``), whose user message, empty in BFCL's data, says so; the turn
-before it asks for what needs them, and its reference ends it with a ``finish`` that says
-it cannot be done yet (BFCL's ground truth makes no call there).
+before it asks for what needs them, and its reference answers it by asking the user for
+a function that can do it (``clarify``; BFCL's ground truth makes no call there), as it
+asks for the detail a ``miss_param`` turn leaves out.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ BACKEND = "bfcl"
 TEMPLATE_PREFIX = "bfcl_"
 """A BFCL task's ``template``: ``bfcl_`` and its category (its parameter is its id)."""
 CLARIFICATION = "Which one do you mean? Your request leaves out a detail I need."
-CANNOT_YET = "I cannot do that with the functions I have."
+NO_FUNCTION_YET = "None of my functions can do that yet. Can you make one available?"
 ARRIVAL = "These functions are now available: {names}."
 """The user turn that brings held-back functions (BFCL's own is empty)."""
 _TYPES = {"dict": "object", "float": "number", "tuple": "array"}
@@ -189,10 +190,9 @@ def _reference_plan(task: BfclTask) -> tuple[Action, ...]:
         plan += [ToolCall(tool=c.name, arguments=_json_data(c.arguments)) for c in calls]
         if calls or index == last:
             plan.append(Finish(answer="Done."))
-        elif index + 1 in task.held_back:
-            plan.append(Finish(answer=CANNOT_YET))
         else:
-            plan.append(Clarify(question=CLARIFICATION))
+            missing = NO_FUNCTION_YET if index + 1 in task.held_back else CLARIFICATION
+            plan.append(Clarify(question=missing))
     return tuple(plan)
 
 

@@ -66,6 +66,42 @@ def user_turns(messages: Sequence[dict[str, Any]]) -> list[str]:
     return [m["content"] for m in messages if m["role"] == "user"]
 
 
+def _replaying(task: TaskSpec, seen: list[tuple[list[dict[str, Any]], list[str]]]) -> Any:
+    """A reply source that calls ``task``'s reference plan in order, recording each
+    request's messages and offered function names."""
+
+    class Replay:
+        def __init__(self) -> None:
+            self.next = 0
+
+        def reply(
+            self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        ) -> tuple[Reply | None, int, str]:
+            seen.append((list(messages), [t["function"]["name"] for t in tools]))
+            name, arguments = action_call(task.reference_plan[self.next])
+            call = RawCall(f"call_{self.next}", name, json.dumps(arguments))
+            self.next += 1
+            return Reply(None, None, "tool_calls", (call,), 0, 0), 0, ""
+
+    return Replay()
+
+
+_TEST_POLICY = PolicyInfo(name=OPENAI_POLICY, version="test")
+
+
+@dataclass
+class _ChatPolicy:
+    """A chat policy over ``_replaying``'s source."""
+
+    seen: list[tuple[list[dict[str, Any]], list[str]]]
+    tools_per_request: bool
+    info: PolicyInfo = _TEST_POLICY
+
+    def start(self, task: TaskSpec, view: Any) -> ChatSession:
+        source = _replaying(task, self.seen)
+        return ChatSession(source, view, tools_per_request=self.tools_per_request)
+
+
 def test_the_episode_goes_on_after_each_finish_but_the_last() -> None:
     task = turns_of(train_tasks(TEMPLATE, 1)[0])
     assert len(task.reference_plan) >= 4
@@ -82,31 +118,12 @@ def test_the_episode_goes_on_after_each_finish_but_the_last() -> None:
 def test_a_chat_policy_hears_each_later_turn_after_its_finish() -> None:
     task = turns_of(train_tasks(TEMPLATE, 1)[0])
     sandbox = MobileSandbox()
-    requests: list[list[dict[str, Any]]] = []
+    seen: list[tuple[list[dict[str, Any]], list[str]]] = []
 
-    class Replay:
-        """A reply source that calls the reference plan's actions in order."""
+    trajectory = run_episode(task, sandbox, _ChatPolicy(seen, True), stop_when_verified=False)
 
-        def __init__(self) -> None:
-            self.next = 0
-
-        def reply(
-            self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-        ) -> tuple[Reply | None, int, str]:
-            requests.append(list(messages))
-            name, arguments = action_call(task.reference_plan[self.next])
-            call = RawCall(f"call_{self.next}", name, json.dumps(arguments))
-            self.next += 1
-            return Reply(None, None, "tool_calls", (call,), 0, 0), 0, ""
-
-    class Policy:
-        info = PolicyInfo(name=OPENAI_POLICY, version="test")
-
-        def start(self, task: TaskSpec, view: Any) -> ChatSession:
-            return ChatSession(Replay(), view)
-
-    trajectory = run_episode(task, sandbox, Policy(), stop_when_verified=False)
     assert trajectory.metadata.termination is Termination.FINISHED
+    requests = [messages for messages, _ in seen]
     heard = [user_turns(r) for r in requests]
     assert heard[0] == [task.goal]
     assert heard[2] == [task.goal, LATER[0]], "the next turn comes right after the finish"
@@ -144,42 +161,6 @@ def test_the_export_and_the_annotators_view_show_every_user_turn(tmp_path: Path)
     html = render_html(GateItem(trajectory, record))
     assert "User, turn 2:" in html and "User, turn 3:" in html
     assert html.index("User, turn 2:") < html.index("User, turn 3:")
-
-
-def _replaying(task: TaskSpec, seen: list[tuple[list[dict[str, Any]], list[str]]]) -> Any:
-    """A reply source that calls ``task``'s reference plan in order, recording each
-    request's messages and offered function names."""
-
-    class Replay:
-        def __init__(self) -> None:
-            self.next = 0
-
-        def reply(
-            self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-        ) -> tuple[Reply | None, int, str]:
-            seen.append((list(messages), [t["function"]["name"] for t in tools]))
-            name, arguments = action_call(task.reference_plan[self.next])
-            call = RawCall(f"call_{self.next}", name, json.dumps(arguments))
-            self.next += 1
-            return Reply(None, None, "tool_calls", (call,), 0, 0), 0, ""
-
-    return Replay()
-
-
-_TEST_POLICY = PolicyInfo(name=OPENAI_POLICY, version="test")
-
-
-@dataclass
-class _ChatPolicy:
-    """A chat policy over ``_replaying``'s source."""
-
-    seen: list[tuple[list[dict[str, Any]], list[str]]]
-    tools_per_request: bool
-    info: PolicyInfo = _TEST_POLICY
-
-    def start(self, task: TaskSpec, view: Any) -> ChatSession:
-        source = _replaying(task, self.seen)
-        return ChatSession(source, view, tools_per_request=self.tools_per_request)
 
 
 @pytest.mark.parametrize("per_request", [True, False], ids=["an endpoint", "a local model"])

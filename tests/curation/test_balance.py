@@ -267,6 +267,9 @@ def test_simulated_members_with_no_room_are_left_out_and_counted(
         assert sum(weights(capped)) / len(capped.members) == pytest.approx(1.0, abs=1e-5)
 
 
-def test_a_target_without_a_cap_hashes_as_before() -> None:
+def test_a_target_with_the_default_cap_hashes_as_before_the_cap() -> None:
+    assert MixTarget().simulated_share == 0.2
     assert "simulated_share" not in MixTarget().model_dump()
-    assert MixTarget(simulated_share=0.2).model_dump()["simulated_share"] == 0.2
+    assert MixTarget.model_validate({}).simulated_share == 0.2  # a target stored before it
+    assert MixTarget(simulated_share=None).model_dump()["simulated_share"] is None
+    assert MixTarget(simulated_share=0.1).model_dump()["simulated_share"] == 0.1

@@ -21,7 +21,7 @@ from contract import (
     step_budget,
 )
 from envs.backends import tools_of
-from envs.bfcl.backend import CANNOT_YET, BfclBackend, bfcl_task_of, task_spec
+from envs.bfcl.backend import NO_FUNCTION_YET, BfclBackend, bfcl_task_of, task_spec
 from envs.bfcl.tasks import CATEGORIES, load_tasks
 
 
@@ -61,7 +61,7 @@ def test_a_held_back_function_arrives_with_the_turn_that_brings_it() -> None:
     first_turn = spec.reference_plan[
         : next(i for i, a in enumerate(spec.reference_plan) if isinstance(a, Finish | Clarify)) + 1
     ]
-    assert first_turn == (Finish(answer=CANNOT_YET),)  # asked for what it cannot do yet
+    assert first_turn == (Clarify(question=NO_FUNCTION_YET),)  # asks for a function
     view = task_view(spec, tools_of(spec), step_budget(spec))
     said = view.follow_up(1)
     assert said is not None and said.startswith(spec.follow_ups[0])

@@ -36,3 +36,18 @@ def run_round(home: Path, api: str, *args: str, **extra: str) -> dict[str, Any]:
     """``flywheel round ARGS --json``."""
     out: dict[str, Any] = flywheel_json(home, api, "round", *args, **extra)
     return out
+
+
+def refused(home: Path, api: str, *args: str, **extra: str) -> dict[str, Any]:
+    """``flywheel ARGS --json``: it must fail; the error it reports (field, problem)."""
+    result = subprocess.run(
+        [FLYWHEEL, *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=command_env(home, api, **extra),
+        check=False,
+    )
+    assert result.returncode != 0, result.stdout[-3000:]
+    error: dict[str, Any] = json.loads(result.stdout)["error"]
+    return error

@@ -7,7 +7,6 @@ tools and every user turn."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from contract import Outcome, Split
 from envs.bfcl.backend import bfcl_task_of
 from envs.bfcl.tasks import function_docs, split_of
 from storage import Catalog
-from tests.flows.commands import FLYWHEEL, command_env, flywheel_json, run_round
+from tests.flows.commands import flywheel_json, refused, run_round
 
 pytestmark = pytest.mark.slow
 
@@ -107,15 +106,7 @@ def test_a_mixed_round_takes_bfcl_s_share_and_exports_both_kinds(
 def test_a_backend_that_contradicts_the_share_is_refused_before_any_run(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
-    result = subprocess.run(
-        [FLYWHEEL, "round", "--backend", "sandbox", "--bfcl-share", "0.5", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=command_env(tmp_path, prefect_api_url),
-        check=False,
-    )
-    assert result.returncode != 0
-    error = json.loads(result.stdout)["error"]
+    args = ("round", "--backend", "sandbox", "--bfcl-share", "0.5")
+    error = refused(tmp_path, prefect_api_url, *args)
     assert error["field"] == "bfcl_share" and "--bfcl-share alone" in error["problem"]
     assert not (tmp_path / "catalog.duckdb").exists()

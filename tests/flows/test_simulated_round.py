@@ -6,8 +6,6 @@ quarantined, and no version takes them."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from contract import Outcome, ReviewDecision, Routing
 from storage import Catalog
 from tests.fakes import ScriptedChatServer
 from tests.fakes.tool_simulator import simulate_tool
-from tests.flows.commands import FLYWHEEL, command_env, run_round
+from tests.flows.commands import refused, run_round
 
 pytestmark = pytest.mark.slow
 
@@ -72,14 +70,5 @@ def test_a_round_on_simulated_tools_sends_every_simulated_success_to_the_gate(
 def test_a_round_on_simulated_tools_without_a_simulator_is_refused_by_name(
     prefect_api_url: str, tmp_path: Path
 ) -> None:
-    result = subprocess.run(
-        [FLYWHEEL, "round", "--tasks", "8", "--simulated-share", "0.5", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=command_env(tmp_path, prefect_api_url),
-        check=False,
-    )
-    assert result.returncode != 0
-    error = json.loads(result.stdout)["error"]
+    error = refused(tmp_path, prefect_api_url, "round", "--tasks", "8", "--simulated-share", "0.5")
     assert error["field"] == "simulated_share" and "tool_simulator" in error["problem"]
