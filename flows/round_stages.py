@@ -77,7 +77,7 @@ from storage.shards import (
     shard_complete,
     write_trajectory_shard,
 )
-from storage.task_manifests import MANIFEST_SUFFIX, read_task_manifest, write_task_manifest
+from storage.task_manifests import MANIFEST_SUFFIX, read_task_manifest, write_manifest_texts
 
 STAGES = ("construct", "collect", "curate", "gate", "balance")
 BackendName = Literal["sandbox", "device", "bfcl", "simulated"]
@@ -199,12 +199,6 @@ def keep_goal_digests(tasks: TaskStore) -> int:
     return kept
 
 
-def in_batches(tasks: TaskStore, task_ids: Sequence[str]) -> Iterator[TaskSpec]:
-    """The tasks ``task_ids``, in order, read ``SPEC_BATCH`` specs at a time."""
-    for start in range(0, len(task_ids), SPEC_BATCH):
-        yield from tasks.by_ids(task_ids[start : start + SPEC_BATCH])
-
-
 def recollection(home: Path, plan: GenerationPlan) -> list[TaskSpec]:
     """Stored tasks the plan collects again (replays and the preservation set), once
     each; development tasks are refused (``InvalidInputError``)."""
@@ -240,16 +234,31 @@ def shard_prefix(by_teacher: bool, backend: BackendName) -> str:
     return "teacher" if backend == "sandbox" else f"teacher-{base}"
 
 
-def backend_of(task: TaskSpec, devices: DeviceRoute) -> BackendName:
-    """Where ``task`` is collected: BFCL's world for BFCL's tasks, the simulator for
-    tasks on simulated tools, a device for a task that needs the GUI agent when
-    ``devices`` is ``gui``, else the sandbox."""
-    kind = task.initial_conditions.backend
-    if kind == BFCL:
-        return "bfcl"
-    if kind == SIMULATED:
-        return "simulated"
-    return "device" if devices == "gui" and needs_gui(task) else "sandbox"
+def collection_keys(
+    tasks: TaskStore, task_ids: Sequence[str], devices: DeviceRoute
+) -> list[tuple[int, str, BackendName]]:
+    """(world seed, id, where it is collected) of each task, read ``SPEC_BATCH`` at a time
+    without parsing a spec, but those of the sandbox's tasks when ``devices`` is ``gui``
+    (whether one needs the GUI agent is in its reference plan): BFCL's world for BFCL's
+    tasks, the simulator for tasks on simulated tools, a device for a task that needs the
+    GUI agent, else the sandbox."""
+    keys: list[tuple[int, str, BackendName]] = []
+    for batch in chunked(task_ids, SPEC_BATCH):
+        placed = tasks.placements(batch)
+        on_devices: set[str] = set()
+        if devices == "gui":
+            local = [p.task_id for p in placed if p.backend == "sandbox"]
+            on_devices = {t.id for t in tasks.by_ids(local) if needs_gui(t)}
+        for task_id, seed, kind in placed:
+            backend: BackendName
+            if kind == BFCL:
+                backend = "bfcl"
+            elif kind == SIMULATED:
+                backend = "simulated"
+            else:
+                backend = "device" if task_id in on_devices else "sandbox"
+            keys.append((seed, task_id, backend))
+    return keys
 
 
 def shard_jobs(
@@ -269,10 +278,7 @@ def shard_jobs(
     the manifests: the stage holds ids."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         ids = [*catalog.tasks.ids_of_round(round_id), *recollected]
-        keys = [
-            (t.initial_conditions.seed, t.id, backend_of(t, config.devices))
-            for t in in_batches(catalog.tasks, ids)
-        ]
+        keys = collection_keys(catalog.tasks, ids, config.devices)
         teacher = config.teacher_tasks(ids)
         groups: dict[tuple[bool, BackendName], list[tuple[int, str]]] = {}
         for seed, task_id, backend in keys:
@@ -304,10 +310,11 @@ def shard_jobs(
 def _write_manifests(
     tasks: TaskStore, root: Location, round_id: str, shards: Sequence[tuple[str, list[str]]]
 ) -> None:
-    """The task manifests of ``shards`` (name, task ids), from one read of their specs."""
-    specs = iter(tasks.by_ids([task_id for _, shard in shards for task_id in shard]))
+    """The task manifests of ``shards`` (name, task ids), from one read of their stored
+    specs, written as stored (never parsed here: the collector checks each)."""
+    specs = iter(tasks.spec_texts([task_id for _, shard in shards for task_id in shard]))
     for name, shard in shards:
-        write_task_manifest([next(specs) for _ in shard], manifest_path(root, round_id, name))
+        write_manifest_texts([next(specs) for _ in shard], manifest_path(root, round_id, name))
 
 
 def collect_one_shard(

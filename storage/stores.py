@@ -88,6 +88,14 @@ class MemberTask(NamedTuple):
     template: str | None
 
 
+class Placement(NamedTuple):
+    """Where a task runs: its world seed and the backend its initial conditions name."""
+
+    task_id: str
+    seed: int
+    backend: str
+
+
 class BalanceRow(TypedDict):
     """What balancing reads of one trajectory (its task's first capability and domain)."""
 
@@ -178,6 +186,16 @@ class TaskStore(Protocol):
     def by_ids(self, task_ids: Sequence[str]) -> list[TaskSpec]:
         """The tasks ``task_ids``, in that order; UnknownIdError names the first one there
         is none such of."""
+        ...
+
+    def spec_texts(self, task_ids: Sequence[str]) -> list[str]:
+        """The stored specs of ``task_ids`` (canonical JSON), in that order, unparsed;
+        UnknownIdError as ``by_ids``."""
+        ...
+
+    def placements(self, task_ids: Sequence[str]) -> list[Placement]:
+        """Where each task of ``task_ids`` runs (its world seed, its backend), in that
+        order, read without parsing a spec; UnknownIdError as ``by_ids``."""
         ...
 
     def ids_except_round(self, round_id: str) -> list[str]:

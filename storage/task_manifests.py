@@ -20,7 +20,13 @@ MANIFEST_SUFFIX = ".jsonl"
 
 def write_task_manifest(tasks: Sequence[TaskSpec], location: Location) -> None:
     """Write the specs of ``tasks``, in order, at ``location``, whole or not at all."""
-    data = b"".join(task.to_json() + b"\n" for task in tasks)
+    write_manifest_texts([task.to_json().decode() for task in tasks], location)
+
+
+def write_manifest_texts(specs: Sequence[str], location: Location) -> None:
+    """Write specs already serialized (as the catalog stores them: one JSON object each,
+    no line break inside), in order, at ``location``, whole or not at all."""
+    data = "".join(spec + "\n" for spec in specs).encode()
     write_whole(location, lambda sink: sink.write(data))
 
 

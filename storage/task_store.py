@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 from more_itertools import chunked
@@ -21,6 +22,7 @@ from storage.sql import (
     registered,
     unique,
 )
+from storage.stores import Placement
 
 INSERT_BATCH = 1_000
 """Tasks turned into rows and inserted at once: a large round's tasks are stored in one
@@ -87,20 +89,38 @@ class DuckDBTaskStore:
         return self._ids("WHERE round_id IS DISTINCT FROM ?", [round_id])
 
     def by_ids(self, task_ids: Sequence[str]) -> list[TaskSpec]:
+        found = self._columns_by_id(task_ids, "spec")
+        specs = {i: TaskSpec.model_validate_json(found[i][0]) for i in found}
+        return [specs[i] for i in task_ids]
+
+    def spec_texts(self, task_ids: Sequence[str]) -> list[str]:
+        found = self._columns_by_id(task_ids, "spec")
+        return [found[i][0] for i in task_ids]
+
+    def placements(self, task_ids: Sequence[str]) -> list[Placement]:
+        found = self._columns_by_id(
+            task_ids,
+            "CAST(json_extract(spec, '$.initial_conditions.seed') AS BIGINT), "
+            "coalesce(json_extract_string(spec, '$.initial_conditions.backend'), 'sandbox')",
+        )
+        return [Placement(i, *found[i]) for i in task_ids]
+
+    def _columns_by_id(self, task_ids: Sequence[str], columns: str) -> dict[str, tuple[Any, ...]]:
+        """``columns`` (SQL over ``tasks``) of each task of ``task_ids`` by id;
+        UnknownIdError names the first id there is no task of."""
         wanted = list(dict.fromkeys(task_ids))
         if not wanted:
-            return []
+            return {}
         with self._file.read() as con:
             with registered(con, "_wanted", ids_table(wanted)):
                 rows = con.execute(
-                    "SELECT id, spec FROM tasks WHERE id IN (SELECT id FROM _wanted)"
+                    f"SELECT id, {columns} FROM tasks WHERE id IN (SELECT id FROM _wanted)"
                 ).fetchall()
-            found = {task_id: spec for task_id, spec in rows}
+            found = {row[0]: tuple(row[1:]) for row in rows}
             missing = next((i for i in wanted if i not in found), None)
             if missing is not None:
                 raise UnknownIdError("task", missing, recent_ids(con, "tasks"))
-        specs = {i: TaskSpec.model_validate_json(found[i]) for i in wanted}
-        return [specs[i] for i in task_ids]
+        return found
 
     def with_fingerprints(self, fingerprints: Iterable[str]) -> list[TaskSpec]:
         return self._specs("WHERE list_contains(?, fingerprint)", [sorted(set(fingerprints))])
