@@ -85,6 +85,8 @@ class TaskSink(Protocol):
 
     def add(self, round_id: str | None, tasks: Iterable[TaskSpec]) -> int: ...
 
+    def add_serialized(self, round_id: str | None, specs: Iterable[bytes]) -> int: ...
+
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int: ...
 
     def add_goal_sketches(self, digests: Mapping[str, Sequence[int]]) -> int: ...
@@ -172,10 +174,13 @@ class Accepted(NamedTuple):
 
     def task(self) -> TaskSpec:
         """The spec again (its id is not recomputed: it was written from the spec)."""
+        return TaskSpec.model_validate_json(self.serialized(), context={TRUSTED_IDS: True})
+
+    def serialized(self) -> bytes:
+        """The spec as ``TaskSpec.to_json`` wrote it."""
         if self.spec is None:
             raise ValueError(f"{self.id} was stored: read it from the store")
-        spec = zlib.decompress(self.spec)
-        return TaskSpec.model_validate_json(spec, context={TRUSTED_IDS: True})
+        return zlib.decompress(self.spec)
 
     def stored(self) -> Accepted:
         """This task without its spec and digest, which the store now holds."""
@@ -756,9 +761,9 @@ def make_file_batch(store: TaskSink | None) -> ConstructorNode:
             return {}
         store.add_rejections(state.get("rejected", []))
         accepted = state.get("accepted", [])
-        unstored = (a.task() for a in accepted if a.spec is not None)
+        unstored = (a.serialized() for a in accepted if a.spec is not None)
         for batch in chunked(unstored, RECORD_BATCH):
-            store.add(state["round_id"], batch)
+            store.add_serialized(state["round_id"], batch)
         store.add_goal_sketches({a.id: a.digest for a in accepted if a.spec and a.digest})
         return {"rejected": [], "accepted": [a if a.spec is None else a.stored() for a in accepted]}
 

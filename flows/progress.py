@@ -21,15 +21,28 @@ from flows.progress_bars import TERMINAL, Bar
 
 LOG_EVERY_S = 15.0
 """A progress line at most this often (and at every tenth of the way)."""
+UPDATE_EVERY_S = 1.0
+"""A progress artifact's value is sent at most this often (its first and its last value
+always): each is a call to the Prefect API, a hundred of them cost a round 0.4 s of CPU."""
 
 
 class ProgressArtifact:
-    """A progress artifact, updated at most once per whole percent, and its terminal bar
-    (``bar``; by default one of this process's terminal bars), told of every step."""
+    """A progress artifact, updated at most once per whole percent and per
+    ``every_s``, and its terminal bar (``bar``; by default one of this process's terminal
+    bars), told of every step."""
 
-    def __init__(self, key: str, description: str, bar: Bar | None = None) -> None:
+    def __init__(
+        self,
+        key: str,
+        description: str,
+        bar: Bar | None = None,
+        *,
+        every_s: float = UPDATE_EVERY_S,
+    ) -> None:
         self._id: UUID | None = None
         self._shown = -1
+        self._every_s = every_s
+        self._sent_at = 0.0
         self._key = key
         self._description = description
         self._bar = bar if bar is not None else TERMINAL.bar(description)
@@ -39,9 +52,12 @@ class ProgressArtifact:
         self._bar(done, total)
         percent = min(100, int(100 * done / total)) if total else 100
         with self._lock:
+            now = time.monotonic()
             if percent == self._shown:
                 return
-            self._shown = percent
+            if self._id is not None and percent < 100 and now - self._sent_at < self._every_s:
+                return
+            self._shown, self._sent_at = percent, now
             if self._id is None:
                 self._id = cast(
                     "UUID",

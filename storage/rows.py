@@ -194,6 +194,25 @@ def task_row(task: TaskSpec, round_id: str | None) -> dict[str, Any]:
     }
 
 
+def task_row_of_spec(spec: bytes, round_id: str | None) -> dict[str, Any]:
+    """``task_row`` from a spec already serialized by ``TaskSpec.to_json`` (its id was
+    derived when it was built), without validating it into a record again."""
+    task = orjson.loads(spec)
+    return {
+        "id": task["id"],
+        "fingerprint": task["fingerprint"],
+        "template": task.get("template"),
+        "split": task["split"],
+        "difficulty": task["difficulty"],
+        "capabilities": list(task["capabilities"]),
+        "domains": list(task["domains"]),
+        "source": task["source"],
+        "goal": task["goal"],
+        "round_id": round_id,
+        "spec": spec.decode(),
+    }
+
+
 def step_rows(trajectory: Trajectory) -> list[dict[str, Any]]:
     """The ``steps`` rows of a trajectory (without ``trajectory_id``)."""
     rows = []

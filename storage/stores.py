@@ -171,6 +171,11 @@ class TaskStore(Protocol):
         (a generator need not hold them all); the number that were new."""
         ...
 
+    def add_serialized(self, round_id: str | None, specs: Iterable[bytes]) -> int:
+        """``add`` for specs already serialized by ``TaskSpec.to_json`` (what a
+        construction holds of the tasks it accepted), not validated again."""
+        ...
+
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int:
         """Record refused task proposals; the number that were new."""
         ...

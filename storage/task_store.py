@@ -12,7 +12,13 @@ from contract import RejectedTask, Split, TaskSpec
 from storage import round_facts
 from storage.connection import CatalogFile
 from storage.errors import UnknownIdError
-from storage.rows import REJECTION_SCHEMA, TASK_SCHEMA, rejection_row, task_row
+from storage.rows import (
+    REJECTION_SCHEMA,
+    TASK_SCHEMA,
+    rejection_row,
+    task_row,
+    task_row_of_spec,
+)
 from storage.sql import (
     dicts,
     ids_table,
@@ -67,11 +73,18 @@ class DuckDBTaskStore:
         self._file = file
 
     def add(self, round_id: str | None, tasks: Iterable[TaskSpec]) -> int:
+        return self._insert(task_row(t, round_id) for t in tasks)
+
+    def add_serialized(self, round_id: str | None, specs: Iterable[bytes]) -> int:
+        return self._insert(task_row_of_spec(s, round_id) for s in specs)
+
+    def _insert(self, rows: Iterable[dict[str, Any]]) -> int:
+        """Insert task rows ``INSERT_BATCH`` at a time in one transaction; how many were
+        new."""
         added = 0
         with self._file.write() as con:
-            for batch in chunked(tasks, INSERT_BATCH):
-                rows = unique((task_row(t, round_id) for t in batch), "id")
-                added += insert_rows(con, "tasks", rows, TASK_SCHEMA)
+            for batch in chunked(rows, INSERT_BATCH):
+                added += insert_rows(con, "tasks", unique(batch, "id"), TASK_SCHEMA)
         return added
 
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int:

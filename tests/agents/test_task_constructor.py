@@ -281,6 +281,9 @@ class SpyStore:
         self.writes.append(len(added))
         return len(added)
 
+    def add_serialized(self, round_id: str | None, specs: Iterable[bytes]) -> int:
+        return self.add(round_id, [TaskSpec.model_validate_json(s) for s in specs])
+
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int:
         self.rejections += rejections
         return len(rejections)

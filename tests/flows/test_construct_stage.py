@@ -112,7 +112,7 @@ class _StoppedError(Exception):
     """The construction's process stopping between two writes."""
 
 
-@pytest.mark.parametrize("write", ["add", "add_goal_sketches"])
+@pytest.mark.parametrize("write", ["add_serialized", "add_goal_sketches"])
 def test_a_construction_stopped_half_way_and_run_again_constructs_the_same_tasks(
     tmp_path: Path, monkeypatch: MonkeyPatch, write: str
 ) -> None:

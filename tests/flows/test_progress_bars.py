@@ -7,6 +7,7 @@ import io
 import logging
 import re
 import threading
+import uuid
 from collections.abc import Iterator
 from typing import cast
 
@@ -16,6 +17,7 @@ from prefect.logging.handlers import PrefectConsoleHandler
 from rich.console import Console
 from rich.theme import Theme
 
+from flows import progress as progress_module
 from flows.progress import ProgressArtifact
 from flows.progress_bars import TerminalBars, log_console
 from flows.servers import prefect_api
@@ -181,3 +183,25 @@ def test_a_progress_artifact_tells_its_bar_every_step(prefect_api_url: str) -> N
         steps()
 
     assert told == [(1, 3), (1, 3), (2, 3), (3, 3)]
+
+
+def test_a_progress_artifact_is_sent_at_most_once_a_period_but_its_end_always(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[int] = []
+
+    def create(percent: int, **_: object) -> uuid.UUID:
+        sent.append(percent)
+        return uuid.uuid4()
+
+    monkeypatch.setattr(progress_module, "create_progress_artifact", create)
+    monkeypatch.setattr(progress_module, "update_progress_artifact", lambda _, p: sent.append(p))
+    progress = ProgressArtifact("test-rate", "steps done", bar=lambda d, t: None, every_s=3600)
+    for step in range(1, 51):
+        progress(step, 50)
+    assert sent == [2, 100]  # the first value, then nothing for an hour but the last
+    every = ProgressArtifact("test-rate", "steps done", bar=lambda d, t: None, every_s=0)
+    sent.clear()
+    for step in (1, 1, 2, 3):
+        every(step, 3)
+    assert sent == [33, 66, 100]  # each whole percent once
