@@ -3,7 +3,7 @@ where its tools' specs come from.
 
 A stored task names its backend and its tools; whoever runs it outside a round (RL's
 rollouts) or renders its tools for a model (the export) takes them from here, so one
-dataset can hold tasks of the sandbox and of BFCL side by side.
+dataset can hold tasks of the sandbox, of BFCL and on simulated tools side by side.
 """
 
 from __future__ import annotations

@@ -20,14 +20,7 @@ def command_env(home: Path, api: str, **extra: str) -> dict[str, str]:
 
 def flywheel_json(home: Path, api: str, *args: str, **extra: str) -> Any:
     """``flywheel ARGS --json``: it must succeed; its output, parsed."""
-    result = subprocess.run(
-        [FLYWHEEL, *args, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=command_env(home, api, **extra),
-        check=False,
-    )
+    result = _run(home, api, args, extra)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
 
@@ -40,14 +33,20 @@ def run_round(home: Path, api: str, *args: str, **extra: str) -> dict[str, Any]:
 
 def refused(home: Path, api: str, *args: str, **extra: str) -> dict[str, Any]:
     """``flywheel ARGS --json``: it must fail; the error it reports (field, problem)."""
-    result = subprocess.run(
-        [FLYWHEEL, *args, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=command_env(home, api, **extra),
-        check=False,
-    )
+    result = _run(home, api, args, extra)
     assert result.returncode != 0, result.stdout[-3000:]
     error: dict[str, Any] = json.loads(result.stdout)["error"]
     return error
+
+
+def _run(
+    home: Path, api: str, args: tuple[str, ...], extra: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [FLYWHEEL, *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=command_env(home, api, **extra),
+        check=False,
+    )
