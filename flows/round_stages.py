@@ -145,12 +145,7 @@ def construct(
     near-duplicates batch by batch (``GoalsInCatalog``), once each stored task's goal
     digest is kept (``keep_goal_digests``)."""
     if simulated_tasks and simulator is None:
-        raise InvalidInputError(
-            "simulated_share",
-            "tasks on simulated tools need a chat model to simulate them: set [agent_llm] "
-            "endpoint with the tool_simulator role",
-            ["0 without an agent LLM"],
-        )
+        raise _no_simulator()
     with Catalog.open(catalog_path(home)) as catalog:
         keep_goal_digests(catalog.tasks)
         known = frozenset(catalog.tasks.fingerprints_except_round(round_id))
@@ -180,6 +175,15 @@ def construct(
             catalog.tasks.add(round_id, accepted)
             catalog.tasks.add_rejections(rejected)
         return len(catalog.tasks.capabilities_of_round(round_id))
+
+
+def _no_simulator() -> InvalidInputError:
+    return InvalidInputError(
+        "simulated_share",
+        "tasks on simulated tools need a chat model to simulate them: set [agent_llm] "
+        "endpoint with the tool_simulator role",
+        ["0 without an agent LLM"],
+    )
 
 
 def keep_goal_digests(tasks: TaskStore) -> int:
@@ -273,9 +277,9 @@ def shard_jobs(
     (``shards_root``; not for a shard already complete): the scripted teacher's share of
     the tasks (``RoundConfig.teacher_tasks``) in shards of its own, BFCL's tasks in
     shards of their own, and with ``devices`` ``gui`` the tasks that need the GUI agent
-    in device shards (a shard holds one device at a time). Specs are read ``SPEC_BATCH``
-    at a time, once to group the tasks (by id, world seed and backend) and once to write
-    the manifests: the stage holds ids."""
+    in device shards (a shard holds one device at a time). Tasks are read ``SPEC_BATCH``
+    at a time, their seeds and backends to group them (``collection_keys``), then their
+    stored specs, unparsed, to write the manifests: the stage holds ids."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         ids = [*catalog.tasks.ids_of_round(round_id), *recollected]
         keys = collection_keys(catalog.tasks, ids, config.devices)
@@ -343,6 +347,9 @@ def collect_one_shard(
             for trajectory in stored:
                 on_episode(trajectory)
         return stored
+    simulate = tool_simulator(settings) if backend == "simulated" else None
+    if backend == "simulated" and simulate is None:
+        raise _no_simulator()  # a round resumed with settings that lost the simulator
     tasks = read_task_manifest(manifest_path(root, round_id, shard))
     policy = build_policy(
         policy_name or config.policy,
@@ -351,8 +358,6 @@ def collect_one_shard(
         config.recovery_rate,
         config.model,
     )
-
-    simulate = tool_simulator(settings) if backend == "simulated" else None
 
     def lease(attempt: int) -> Backend:
         if backend == "bfcl":

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from contract import Split, TaskSpec, default_plan
+from contract import InvalidInputError, Split, TaskSpec, default_plan
 from envs.appium.backend import needs_gui
 from envs.bfcl.backend import bfcl_task_of
 from envs.bfcl.construct import construct_bfcl
@@ -158,3 +158,15 @@ def test_a_mixed_construction_takes_bfcl_s_share_and_never_its_development_tasks
         assert all(split_of(bfcl_task_of(t)) is Split.TRAIN for t in bfcl)
     # the same seed in another round takes other BFCL tasks: the pool is not reused
     assert not {t.fingerprint for t in first} & {t.fingerprint for t in second}
+
+
+def test_a_simulated_shard_without_a_simulator_is_refused_before_it_runs(tmp_path: Path) -> None:
+    """A round resumed with settings that no longer name a simulator: the shard says why,
+    rather than run tasks on simulated tools in the sandbox."""
+    settings = FlywheelSettings(home=tmp_path)
+    config = resolve_config(settings, tasks=8, simulated_share=0.5)
+    with pytest.raises(InvalidInputError) as raised:
+        round_stages.collect_one_shard(
+            tmp_path, ROUND, "simulated-00000", config, settings, backend="simulated"
+        )
+    assert raised.value.field == "simulated_share" and "tool_simulator" in str(raised.value)
