@@ -427,11 +427,11 @@ class _TimedChatModel(LocalChatModel):
     generate_seconds: float = 0.0
     calls: int = 0
 
-    def generate(self, context: list[int]) -> tuple[list[int], bool]:
+    def generate(self, context: list[int], grammar: str | None = None) -> tuple[list[int], bool]:
         _synchronize()
         started = time.perf_counter()
         try:
-            return super().generate(context)
+            return super().generate(context, grammar)
         finally:
             _synchronize()
             self.generate_seconds += time.perf_counter() - started

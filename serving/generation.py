@@ -7,7 +7,8 @@ them: ``template_messages``), then generated, then turned into a completion by
 ``completion_body``. Model output is parsed in one place, ``parse_tool_calls`` of
 ``training.tool_call_text``: a ``<tool_call>`` block that is not a JSON object with a
 ``name`` stays in the content, so a malformed reply is data for the client, never a
-server error.
+server error. A model that decodes within the call grammar (``nano``) does so here too,
+over the request's tools, unless ``tool_choice`` is ``none``.
 
 Token limits: ``max_completion_tokens`` (or ``max_tokens``) defaults to the server's
 ``max_new_tokens``, which is also its ceiling (more is capped, not refused); it is cut
@@ -256,12 +257,17 @@ def generate(model: LoadedModel, request: ChatRequest, *, max_new_tokens: int) -
         budget = min(budget, room)
     temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
     chat = replace(model.chat, temperature=temperature, max_new_tokens=budget)
+    grammar = (
+        chat.grammar(request.wire_messages(), request.wire_tools())
+        if request.calls_tools and request.tools
+        else None
+    )
     if request.seed is None or temperature == 0:
-        new, stopped = chat.generate(ids)
+        new, stopped = chat.generate(ids, grammar)
     else:
         with torch.random.fork_rng():  # a seeded request leaves the server's RNG as it was
             torch.manual_seed(request.seed)
-            new, stopped = chat.generate(ids)
+            new, stopped = chat.generate(ids, grammar)
     return Generated(chat.reply_text(request.wire_messages(), new), stopped, len(ids), len(new))
 
 

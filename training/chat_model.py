@@ -23,21 +23,27 @@ object with a ``name`` stays in the reply's content, so the session records a ty
 ``max_new_tokens`` keeps ``finish_reason="length"``. A context that would outgrow
 ``context_limit`` (``max_context``, or the model's own context if smaller) ends in an
 empty reply (``finish_reason="length"``) without generating.
+
+**Decoding within the call grammar.** A model with reference tokens (``nano``) writes
+its replies under ``training.call_grammar``'s mask (``constrained``, on by default): only
+calls of the functions offered, with their parameters, values of their types, and
+references the conversation showed. A model without them keeps its own format, unmasked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
 from agents.policies.base import TaskView
 from agents.policies.chat_format import Message, Reply
 from agents.policies.openai_policy import ChatSession
 from contract import InvalidInputError, PolicyInfo, TaskSpec
+from training.call_grammar import call_grammar, grammar_mask
 from training.tool_call_text import parse_tool_calls
 from training.value_refs import shown_messages, uses_references, with_references
 
@@ -85,6 +91,8 @@ class LocalChatModel:
     temperature: float = 1.0
     max_new_tokens: int = 96
     max_context: int = 4096
+    constrained: bool = True
+    """Whether a model with reference tokens decodes within the call grammar."""
     sessions: list[LocalSession] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -142,12 +150,23 @@ class LocalChatModel:
             return text
         return with_references(messages)[1].resolve(text)
 
+    def grammar(
+        self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]
+    ) -> str | None:
+        """The call grammar of the next reply after ``messages`` offered ``tools``; None for
+        a model that decodes freely (not ``constrained``, or without reference tokens)."""
+        if not self.constrained or not uses_references(self.tokenizer):
+            return None
+        return call_grammar(tools, with_references(messages)[1].shown())
+
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
-    def generate(self, context: list[int]) -> tuple[list[int], bool]:
-        """New token ids after ``context``, and whether they ended with end of turn."""
+    def generate(self, context: list[int], grammar: str | None = None) -> tuple[list[int], bool]:
+        """New token ids after ``context``, and whether they ended with end of turn; each
+        token one ``grammar`` allows when it is given."""
         stop = _stop_ids(self.tokenizer)
+        mask = grammar_mask(self.tokenizer, stop, grammar, len(context)) if grammar else None
         model_device = next(self.model.parameters()).device
         ids = torch.tensor([context], device=model_device)
         sampling: dict[str, Any] = (
@@ -166,6 +185,7 @@ class LocalChatModel:
                     eos_token_id=sorted(stop),
                     pad_token_id=self.tokenizer.pad_token_id,
                     use_cache=True,  # each new token attends to cached keys and values
+                    logits_processor=LogitsProcessorList([mask] if mask else []),
                     **sampling,
                 )
         finally:
@@ -181,7 +201,7 @@ class LocalSession(ChatSession):
     """A ``ChatSession`` over a local model, keeping the episode's ``TokenTrace``."""
 
     def __init__(self, chat_model: LocalChatModel, view: TaskView) -> None:
-        self._traced = _TracedSource(chat_model)
+        self._traced = _TracedSource(chat_model, lambda: self.offered)
         super().__init__(self._traced, view, tools_per_request=False)
 
     @property
@@ -191,8 +211,12 @@ class LocalSession(ChatSession):
 
 
 class _TracedSource:
-    def __init__(self, chat_model: LocalChatModel) -> None:
+    def __init__(
+        self, chat_model: LocalChatModel, offered: Callable[[], list[dict[str, Any]]]
+    ) -> None:
         self._chat = chat_model
+        self._offered = offered
+        """The functions the reply may call (the rendered ``tools`` are the start's)."""
         self.trace: TokenTrace | None = None
         self._rendered = ""
         """The conversation as rendered after the last reply (its assistant turn included)."""
@@ -215,7 +239,7 @@ class _TracedSource:
         context = self.trace.context
         if len(context) + chat.max_new_tokens > chat.context_limit:
             return Reply(None, None, "length", (), len(context), 0), 0, ""
-        new, stopped = chat.generate(context)
+        new, stopped = chat.generate(context, chat.grammar(messages, self._offered()))
         self.trace.add(new, generated=True)
         self._turns += 1
         content, calls = parse_tool_calls(chat.reply_text(messages, new), f"call_{self._turns}")

@@ -156,6 +156,10 @@ class References:
             return {k: self._referred(v, numbers) for k, v in value.items()}
         return value
 
+    def shown(self) -> dict[str, str]:
+        """Each reference the conversation showed and its value, in order of first sight."""
+        return dict(self._value)
+
     def resolve(self, text: str) -> str:
         """A reply with each reference the conversation showed replaced by its value
         (numbers were written bare and texts in quotes, so the JSON keeps its types)."""

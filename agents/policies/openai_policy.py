@@ -251,6 +251,14 @@ class ChatSession:
     def messages(self) -> list[Message]:
         return list(self._messages)
 
+    @property
+    def offered(self) -> list[dict[str, Any]]:
+        """The functions offered now, in the request format: the start's and those that
+        arrived with the user turns so far."""
+        if not self._view.arriving:
+            return self._tools
+        return format_tools(replace(self._view, tools=self._view.tools_after(self._finished)))
+
     def act(self, history: Sequence[Step]) -> Decision:
         last = history[-1].feedback if history else None
         self._answer_pending(last)
@@ -260,8 +268,7 @@ class ChatSession:
             if (follow_up := self._view.follow_up(self._finished)) is not None:
                 self._messages.append({"role": "user", "content": follow_up})
                 if self._tools_per_request and self._view.arriving:
-                    offered = self._view.tools_after(self._finished)
-                    self._tools = format_tools(replace(self._view, tools=offered))
+                    self._tools = self.offered
         reply, retries, failure = self._source.reply(self._messages, self._tools)
         if reply is None:
             return Decision(

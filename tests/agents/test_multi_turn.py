@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -96,10 +96,13 @@ class _ChatPolicy:
     seen: list[tuple[list[dict[str, Any]], list[str]]]
     tools_per_request: bool
     info: PolicyInfo = _TEST_POLICY
+    sessions: list[ChatSession] = field(default_factory=list)
 
     def start(self, task: TaskSpec, view: Any) -> ChatSession:
         source = _replaying(task, self.seen)
-        return ChatSession(source, view, tools_per_request=self.tools_per_request)
+        session = ChatSession(source, view, tools_per_request=self.tools_per_request)
+        self.sessions.append(session)
+        return session
 
 
 def test_the_episode_goes_on_after_each_finish_but_the_last() -> None:
@@ -184,3 +187,5 @@ def test_a_tool_that_arrives_mid_conversation_is_described_then_offered(
     assert described == ["find", "ls"]
     assert ("find" in seen[arrival][1]) is per_request
     assert seen[arrival - 1][1] == first_tools  # nothing arrives before its turn
+    offered = [t["function"]["name"] for t in policy.sessions[0].offered]
+    assert {"find", "ls"} <= set(offered), "a local model's call grammar offers them too"

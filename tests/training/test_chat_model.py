@@ -38,7 +38,7 @@ class ScriptedLocal(LocalChatModel):
 
     texts: list[str] = field(default_factory=list)
 
-    def generate(self, context: list[int]) -> tuple[list[int], bool]:
+    def generate(self, context: list[int], grammar: str | None = None) -> tuple[list[int], bool]:
         end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
         assert isinstance(end, int)
         return [*self.encode(self.texts.pop(0)), end], True
