@@ -9,15 +9,18 @@ generates, each next token is masked to those the *call grammar* of that reply a
 
 - a reply is one or more calls, ``<tool_call>{"name":...,"arguments":{...}}</tool_call>``,
   in the compact template's JSON without spaces, then the end of the turn;
-- the name is a function offered in this turn; the arguments are that function's
-  parameters, in sorted order (as every call in the training rows is written), each
-  required one present, each value of its schema's type: a string, a number, a boolean,
-  one of an ``enum``'s values, an array or an object of such values;
+- the name is a function offered now (those that arrived with a later user turn too);
+  the arguments are that function's parameters, in sorted order or the schema's (the two
+  orders the training rows write), each required one present, each value of its
+  schema's type: a string (one that matches the schema's ``pattern``, a date or a time,
+  when it has one), a number, a boolean, one of an ``enum``'s values, an array or an
+  object of such values;
 - references (``training.value_refs``) only to values the conversation showed; a number
-  may be the reference of a number; an enum value the reference of one of its values;
+  may be the reference of a number, a patterned string that of a matching value, an
+  enum value that of one of its values;
 - an argument named ``*_id`` (and each item of an ``*_ids`` array) is an entity id: the
-  reference of an id the conversation showed, or one written out in the id shape
-  (``c-4``), never another value's reference.
+  reference of an id the conversation showed, never another value's; written out in the
+  id shape (``c-4``) only when the conversation showed none.
 
 Which value is right stays the model's choice: the grammar removes only what no task
 accepts. The grammar is a Lark grammar, compiled and matched token by token by
@@ -40,9 +43,9 @@ import llguidance.torch
 import torch
 from transformers import LogitsProcessor, PreTrainedTokenizerBase
 
+from training.value_refs import ENTITY_ID
+
 _LOG = logging.getLogger(__name__)
-ENTITY_ID = re.compile(r"[a-z]+-\d+")
-"""An entity id, as ``value_refs`` tells one from other values."""
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 """A number, as a reference may stand for one where a number belongs."""
 _GENERIC = r"""
@@ -168,9 +171,9 @@ class _Rules:
             words = [_literal(json.dumps(v, ensure_ascii=False)) for v in enum]
             return "(" + " | ".join(words + [f'"\\"" {ref} "\\""' for ref in refs]) + ")"
         if kind == "string":
-            pattern = schema.get("pattern")
             if name.endswith("_id"):
                 return self._entity()
+            pattern = schema.get("pattern")
             if isinstance(pattern, str) and (terminal := _regex_terminal(pattern)):
                 return self._shaped(pattern, terminal)
             return "string"

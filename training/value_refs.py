@@ -46,7 +46,10 @@ MAX_REFERENCES = 96
 REFERENCE_TOKENS = tuple(f"<v{i}>" for i in range(1, MAX_REFERENCES + 1))
 _ALONE_BEFORE = r"(?<![\w.+-])(?<!\d:)"
 _ALONE_AFTER = r"(?![\w:]|-\d|\.\d)"
-_NUMBER_OR_ID = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\d{4}-\d{2}-\d{2}|[a-z]+-\d+|\d+(?:\.\d+)?"
+_ENTITY_ID = r"[a-z]+-\d+"
+ENTITY_ID = re.compile(_ENTITY_ID)
+"""An entity id (``p-14``, ``sms-1001``): letters, a hyphen, a number."""
+_NUMBER_OR_ID = rf"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\d{{4}}-\d{{2}}-\d{{2}}|{_ENTITY_ID}|\d+(?:\.\d+)?"
 VALUE = re.compile(rf"{_ALONE_BEFORE}({_NUMBER_OR_ID}){_ALONE_AFTER}")
 """An email address, a date (``2026-03-14``), a number (``60``, ``93.45``) or an entity
 id (``p-14``) standing alone: not part of a word, a time (``14:00``) or a longer number.

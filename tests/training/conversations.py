@@ -1,8 +1,21 @@
-"""A conversation and its tools that exercise a chat template: shared by the base tests."""
+"""A conversation and its tools that exercise a chat template, and rows of scripted
+episodes as the export writes them: shared by the base and reference tests."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from agents.policies.chat_format import (
+    format_tools,
+    task_view,
+    template_messages,
+    trajectory_conversation,
+)
+from agents.policies.scripted import ScriptedPolicy
+from agents.runner import run_episode
+from contract import step_budget
+from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import sample_tasks
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -48,3 +61,16 @@ CONVERSATION: list[dict[str, Any]] = [
 ]
 """Tool calls with object and text arguments, two calls in one turn, a tool error, a
 nudge, non-ASCII text."""
+
+
+def scripted_rows(count: int, seed: int, policy: ScriptedPolicy) -> list[dict[str, Any]]:
+    """Rows (``messages``, ``tools``) as the export writes them, of ``policy``'s episodes
+    of ``count`` sampled tasks of every template kind."""
+    sandbox = MobileSandbox()
+    rows = []
+    for task in sample_tasks(count, seed, sandbox):
+        trajectory = run_episode(task, sandbox, policy)
+        view = task_view(task, sandbox, step_budget(task, None))
+        messages = template_messages(trajectory_conversation(trajectory, view).messages)
+        rows.append({"messages": messages, "tools": format_tools(view)})
+    return rows

@@ -15,14 +15,13 @@ from agents.policies.chat_format import (
     format_tools,
     opening_messages,
     task_view,
-    template_messages,
-    trajectory_conversation,
 )
 from agents.policies.scripted import ScriptedPolicy
 from agents.runner import run_episode
 from contract import ErrorKind, Step, step_budget
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
+from tests.training.conversations import scripted_rows
 from training.base_model import NANO, built_model, built_tokenizer, corpus_texts
 from training.call_grammar import call_grammar, grammar_mask, grammar_tokenizer
 from training.chat_model import LocalChatModel, _stop_ids
@@ -80,14 +79,7 @@ def _allows(tokenizer: PreTrainedTokenizerBase, grammar: str, text: str) -> bool
 @pytest.fixture(scope="module")
 def rows() -> list[dict[str, Any]]:
     """Rows as the export writes them, of faultless scripted episodes of 150 tasks."""
-    sandbox = MobileSandbox()
-    rows = []
-    for task in sample_tasks(150, 5, sandbox):
-        trajectory = run_episode(task, sandbox, ScriptedPolicy())
-        view = task_view(task, sandbox, step_budget(task, None))
-        messages = template_messages(trajectory_conversation(trajectory, view).messages)
-        rows.append({"messages": messages, "tools": format_tools(view)})
-    return rows
+    return scripted_rows(150, 5, ScriptedPolicy())
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +176,7 @@ def test_every_call_of_scripted_episodes_is_allowed_unless_it_writes_an_unshown_
 
 
 def test_generation_keeps_to_the_grammar_where_free_decoding_does_not(
-    rows: list[dict[str, Any]], tokenizer: PreTrainedTokenizerBase
+    tokenizer: PreTrainedTokenizerBase,
 ) -> None:
     torch.manual_seed(0)
     model = built_model(NANO, tokenizer, seed=3)  # untrained: its free text is noise
@@ -202,8 +194,8 @@ def test_generation_keeps_to_the_grammar_where_free_decoding_does_not(
 
     names = [t["function"]["name"] for t in tools]
     kept_text = chat.reply_text(messages, kept)
-    assert re.match(r'<tool_call>\{"name":"(\w+)","arguments":\{', kept_text), kept_text
-    assert re.match(r'<tool_call>\{"name":"(\w+)"', kept_text).group(1) in names  # type: ignore[union-attr]
+    call = re.match(r'<tool_call>\{"name":"(\w+)","arguments":\{', kept_text)
+    assert call is not None and call.group(1) in names, kept_text
     assert not chat.reply_text(messages, free).startswith("<tool_call>")
     unconstrained = LocalChatModel(model, tokenizer, NANO, temperature=0.0, constrained=False)
     assert unconstrained.grammar(messages, tools) is None

@@ -12,18 +12,11 @@ import pytest
 
 from agents.policies.base import TaskView
 from agents.policies.chat_format import (
-    format_tools,
     system_prompt,
-    task_view,
-    template_messages,
-    trajectory_conversation,
 )
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
-from agents.runner import run_episode
-from contract import step_budget
-from envs.sandbox import MobileSandbox
 from envs.sandbox.state import WORLD_DATE
-from envs.sandbox.templates.catalog import sample_tasks
+from tests.training.conversations import scripted_rows
 from training.base_model import NANO, TINY, built_tokenizer, corpus_texts
 from training.chat_templates import COMPACT_TEMPLATE, render
 from training.value_refs import (
@@ -218,12 +211,4 @@ def test_only_the_nano_tokenizer_has_the_references_each_as_one_token(
 def export_rows() -> list[dict[str, Any]]:
     """Rows as the export writes them, of scripted episodes (some with faults and
     recoveries) of 200 tasks of every template kind."""
-    sandbox = MobileSandbox()
-    policy = ScriptedPolicy(FaultConfig(rate=0.3, recovery_rate=0.7))
-    rows = []
-    for task in sample_tasks(200, 11, sandbox):
-        trajectory = run_episode(task, sandbox, policy)
-        view = task_view(task, sandbox, step_budget(task, None))
-        messages = template_messages(trajectory_conversation(trajectory, view).messages)
-        rows.append({"messages": messages, "tools": format_tools(view)})
-    return rows
+    return scripted_rows(200, 11, ScriptedPolicy(FaultConfig(rate=0.3, recovery_rate=0.7)))
