@@ -537,7 +537,13 @@ def bench_loop(
     tasks: Annotated[int, typer.Option(min=10, help="tasks per round")] = 2000,
     champion_tasks: Annotated[
         int, typer.Option(min=0, help="at most this many of a round's tasks by the champion")
-    ] = 300,
+    ] = 200,
+    dev_tasks: Annotated[
+        int,
+        typer.Option(
+            min=1, help="development tasks: the gate resolves a turn's gain on the seen part"
+        ),
+    ] = 240,
     base: Annotated[str, typer.Option(metavar=choices(BUILT_BASES), help="the base")] = "nano",
     assignments: Annotated[
         list[str] | None,
@@ -560,6 +566,7 @@ def bench_loop(
         rounds,
         tasks,
         champion_tasks=champion_tasks,
+        dev_tasks=dev_tasks,
         base=base,
         sft=values.get("sft"),
         rl=values.get("rl"),

@@ -62,6 +62,10 @@ class Turn(BaseModel):
     dataset_id: str | None
     dataset_size: int
     model_id: str | None = None
+    candidate_overall: float | None = None
+    """The turn's trained model's Overall on the development set (all of it)."""
+    candidate_seen: float | None = None
+    """Its Overall on the seen-templates part: what the gate compared, before it decided."""
     decision: str | None = None
     champion_id: str | None = None
     overall: float | None = None
@@ -149,6 +153,8 @@ def loop(
             trained = _train(dataset_id, start, method, sft, rl, dev_tasks, seed)
             record = deployment(model=trained["model_id"])
             turn.model_id = trained["model_id"]
+            turn.candidate_overall = trained["overall"]
+            turn.candidate_seen = trained["parts"].get("seen")
             turn.decision = record["decision"]
             metrics = trained["metrics"]
             rows = metrics.get("sft_rows")
@@ -267,6 +273,7 @@ def publish_progress(turns: list[Turn]) -> None:
                 "collected by": t.collected_by,
                 "dataset size": t.dataset_size,
                 "decision": t.decision or t.note,
+                "candidate's overall, seen templates": t.candidate_seen,
                 "champion": t.champion_id,
                 "overall": t.overall,
                 "overall, seen templates": t.overall_seen,

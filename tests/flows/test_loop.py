@@ -52,6 +52,9 @@ def test_two_turns_close_the_loop(prefect_api_url: str, tmp_path: Path) -> None:
     assert first["collected_by"] == "scripted"
     assert first["dataset_size"] > 0 and first["decision"] == DeploymentDecision.PROMOTED
     assert first["champion_id"] == first["model_id"] and first["overall"] is not None
+    # The first candidate is the champion: its own figures are the champion's.
+    assert first["candidate_overall"] == first["overall"]
+    assert first["candidate_seen"] == first["overall_seen"] is not None
     # Turn 2: the served champion collected the round through the model server, and the
     # scripted teacher the rest: half (--teacher-share 0.5, the default) and more, as the
     # champion collects at most 3 of a round's tasks (--champion-tasks).
@@ -80,6 +83,11 @@ def test_two_turns_close_the_loop(prefect_api_url: str, tmp_path: Path) -> None:
     assert second["decision"] == deployed.decision == DeploymentDecision.REFUSED
     assert promoted.candidate_id == first["model_id"]
     assert champion is not None and champion.id == second["champion_id"] == first["model_id"]
+    # A refused candidate's figures are its own evaluation's, kept beside the champion's.
+    with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
+        report = catalog.feedback.get(trained.feedback_id or "")
+    assert report is not None and second["candidate_overall"] == report.overall
+    assert second["candidate_seen"] == report.parts["seen"].overall
 
     # The loop's progress is in the Prefect UI: a table and plots, per turn.
     with prefect_api(prefect_api_url), get_client(sync_client=True) as client:
