@@ -25,6 +25,7 @@ No ``from __future__ import annotations`` (Prefect validates these annotations).
 """
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -86,6 +87,19 @@ class Turn(BaseModel):
     informative_share: float | None = None
     """Share of the turn's RL groups whose rewards differed; None when RL did not run."""
     note: str = ""
+
+    def record_training(self, trained: Mapping[str, Any], decision: str) -> None:
+        """The turn's candidate, from the trainer's result (``trained``), and the gate's
+        ``decision``; the champion's figures come from the catalog after the turn."""
+        self.model_id = trained["model_id"]
+        self.candidate_overall = trained["overall"]
+        self.candidate_seen = trained["parts"].get("seen")
+        self.decision = decision
+        metrics = trained["metrics"]
+        rows = metrics.get("sft_rows")
+        self.sft_rows = None if rows is None else int(rows)
+        self.sft_epochs = metrics.get("sft_epochs")
+        self.informative_share = metrics.get("rl_informative_share")
 
 
 @flow(name="loop")
@@ -152,15 +166,7 @@ def loop(
             start = champion.path if champion is not None else base
             trained = _train(dataset_id, start, method, sft, rl, dev_tasks, seed)
             record = deployment(model=trained["model_id"])
-            turn.model_id = trained["model_id"]
-            turn.candidate_overall = trained["overall"]
-            turn.candidate_seen = trained["parts"].get("seen")
-            turn.decision = record["decision"]
-            metrics = trained["metrics"]
-            rows = metrics.get("sft_rows")
-            turn.sft_rows = None if rows is None else int(rows)
-            turn.sft_epochs = metrics.get("sft_epochs")
-            turn.informative_share = metrics.get("rl_informative_share")
+            turn.record_training(trained, record["decision"])
         _score(settings.home, turn)
         turn.minutes = round((time.perf_counter() - started) / 60, 2)
         turn.cpu_minutes = round((time.process_time() - cpu) / 60, 2)
