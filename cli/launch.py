@@ -213,7 +213,9 @@ def gathered(result: RlResult) -> RlResult:
 
 
 def _merged(update: UpdateRecord, groups: list[GroupRecord]) -> UpdateRecord:
-    record = update_record(update.update, update.loss, groups, started=0.0)
+    record = update_record(
+        update.update, update.loss, groups, started=0.0, grad_norm=update.grad_norm
+    )
     return dataclasses.replace(record, seconds=update.seconds)
 
 
@@ -230,10 +232,15 @@ def _rl_log(state: PartialState) -> Callable[[UpdateRecord], None]:
         if state.is_main_process:
             _say(
                 f"RL update {update.update}: loss {update.loss:.4f}, "
+                f"gradient norm {_shown(update.grad_norm)}, "
                 f"reward {update.mean_reward:.3f} (the main process's rollouts)"
             )
 
     return on_update
+
+
+def _shown(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def _say(text: str) -> None:

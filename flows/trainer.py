@@ -101,11 +101,12 @@ def rl_task(
     def on_update(update: UpdateRecord) -> None:
         progress(update.update, settings.updates)
         log.info(
-            "RL update %d/%d: loss %.4f, reward %.3f, success %.2f, regimes %s, "
-            "informative groups %d/%d (%d skipped)",
+            "RL update %d/%d: loss %.4f, gradient norm %s, reward %.3f, success %.2f, "
+            "regimes %s, informative groups %d/%d (%d skipped)",
             update.update,
             settings.updates,
             update.loss,
+            "-" if update.grad_norm is None else f"{update.grad_norm:.4f}",
             update.mean_reward,
             update.success_rate,
             update.regimes,

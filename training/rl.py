@@ -122,6 +122,10 @@ class UpdateRecord:
     """Groups whose rewards differ (non-zero advantages)."""
     skipped: int = 0
     """Groups with equal rewards replaced by another task's (dynamic sampling)."""
+    grad_norm: float | None = None
+    """The update's gradient norm (before clipping): what shows it moved the policy. Its
+    loss is about 0 by construction (one pass over fresh rollouts: the ratio is 1, and a
+    group's normalized advantages average to 0), so the loss alone says nothing."""
 
     @property
     def informative_share(self) -> float:
@@ -143,6 +147,7 @@ class UpdateRecord:
             "informative": self.informative,
             "skipped": self.skipped,
             "informative_share": self.informative_share,
+            "grad_norm": self.grad_norm,
         }
 
 
@@ -527,7 +532,14 @@ class _UpdateLog(TrainerCallback):
             return
         run = self._state
         groups = [g for g in run.result.groups if g.update == run.update]
-        record = update_record(run.update, float(logs["loss"]), groups, run.started)
+        norm = logs.get("grad_norm")
+        record = update_record(
+            run.update,
+            float(logs["loss"]),
+            groups,
+            run.started,
+            grad_norm=None if norm is None else float(norm),
+        )
         run.result.curve.append(record)
         if self._on_update is not None:
             self._on_update(record)
@@ -558,7 +570,12 @@ class _UpdateLog(TrainerCallback):
 
 
 def update_record(
-    update: int, loss: float, groups: Sequence[GroupRecord], started: float
+    update: int,
+    loss: float,
+    groups: Sequence[GroupRecord],
+    started: float,
+    *,
+    grad_norm: float | None = None,
 ) -> UpdateRecord:
     """The curve point of one update: the rollouts that reached the loss (skipped groups
     left out), and how many groups were sampled, informative and skipped."""
@@ -582,6 +599,7 @@ def update_record(
         groups=len(groups),
         informative=sum(g.informative for g in groups),
         skipped=sum(g.skipped for g in groups),
+        grad_norm=grad_norm,
     )
 
 

@@ -140,6 +140,10 @@ def test_a_short_rl_run_changes_the_model_and_records_care_rewards(tmp_path: Pat
         for u in result.curve
     )
     assert result.informative_share > 0
+    # The loss of one pass over fresh rollouts is about 0; the gradient norm shows the move.
+    moving = [u for u in result.curve if u.informative]
+    assert moving and all(u.grad_norm is not None and u.grad_norm > 0 for u in moving)
+    assert moving[0].to_json()["grad_norm"] == moving[0].grad_norm
     changed = [n for n, p in base.model.named_parameters() if not torch.equal(p, before[n])]
     assert changed, "updates with non-zero advantages must move the weights"
     assert Regime.EFFICIENCY in result.regimes_met
@@ -217,6 +221,7 @@ def test_groups_with_equal_rewards_are_replaced_counted_and_move_nothing(
     assert (update.groups, update.informative, update.skipped) == (3, 0, 2)
     assert update.informative_share == 0.0 and result.informative_share == 0.0
     assert update.rollouts == 2  # the group that reached the loss
+    assert update.grad_norm == 0.0
     assert result.trajectories == 3 * 2
     assert all(not g.informative and set(g.advantages) == {0.0} for g in result.groups)
     assert all(torch.equal(p, before[n]) for n, p in base.model.named_parameters())
