@@ -209,8 +209,8 @@ class RlSettings(Hyperparameters):
 BASE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     NANO: {
         "sft": {
-            "epochs": 4.0,
-            "step_cap": 600,
+            "epochs": 8.0,
+            "step_cap": 1000,
             "learning_rate": 3e-3,
             "batch_size": 8,
             "warmup": 0.05,
@@ -223,6 +223,13 @@ BASE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
 """What a built base trains with where a request leaves a field unset: nano learns in
 minutes on a CPU with these and not with the generic defaults (README, "The nano
 base", gives the measurements they were chosen by)."""
+
+CONTINUED_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+    NANO: {"sft": {"epochs": 4.0, "step_cap": 600}},
+}
+"""Where a model trained from a built base continues (the loop's later turns), these
+replace that base's defaults: it starts from learned weights, and a later turn's round
+(the champion collecting) leaves its 30 minutes less room than the first's."""
 
 
 LATEST = "latest"
@@ -304,13 +311,17 @@ class TrainRequest(BaseModel):
 
     @model_validator(mode="after")
     def _base_defaults(self) -> TrainRequest:
-        defaults = BASE_DEFAULTS.get(built_from(self.base) or "", {})
+        root = built_from(self.base) or ""
+        defaults = BASE_DEFAULTS.get(root, {})
         if not defaults:
             return self
+        continued = CONTINUED_DEFAULTS.get(root, {}) if self.base != root else {}
         return self.model_copy(
             update={
-                "sft": _with_defaults(self.sft, defaults.get("sft", {})),
-                "rl": _with_defaults(self.rl, defaults.get("rl", {})),
+                part: _with_defaults(
+                    getattr(self, part), {**defaults.get(part, {}), **continued.get(part, {})}
+                )
+                for part in ("sft", "rl")
             }
         )
 

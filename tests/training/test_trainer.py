@@ -46,7 +46,15 @@ from training.base_model import load_base as load_model_folder
 from training.chat_model import LocalChatModel
 from training.evaluate import Evaluation
 from training.export import RL_TASKS, SFT
-from training.settings import BASE_DEFAULTS, BUILT_FROM, NANO, SftSettings, TrainRequest, built_from
+from training.settings import (
+    BASE_DEFAULTS,
+    BUILT_FROM,
+    CONTINUED_DEFAULTS,
+    NANO,
+    SftSettings,
+    TrainRequest,
+    built_from,
+)
 from training.sft import SftResult, run_sft
 from training.trainer import (
     SVG_PLOTS,
@@ -494,7 +502,19 @@ def test_a_nano_request_takes_the_nano_defaults_for_what_it_leaves_unset(
     (folder / "tokenizer.json").write_text("{}")
     assert built_from(str(folder)) == NANO
     descendant = TrainRequest.of({"dataset_id": ANY_DATASET, "base": str(folder)})
-    assert descendant.sft.epochs == nano["epochs"]
+    continued = CONTINUED_DEFAULTS[NANO]["sft"]
+    # Continuing trains the continuation's steps, the rest as nano does.
+    assert (descendant.sft.epochs, descendant.sft.step_cap) == (
+        continued["epochs"],
+        continued["step_cap"],
+    )
+    assert (descendant.sft.epochs, descendant.sft.step_cap) != (nano["epochs"], nano["step_cap"])
+    assert descendant.sft.learning_rate == nano["learning_rate"]
+    assert request.sft.step_cap == nano["step_cap"], "from the recipe: the base's own"
+    capped = TrainRequest.of(
+        {"dataset_id": ANY_DATASET, "base": str(folder), "sft": {"step_cap": 50}}
+    )
+    assert (capped.sft.step_cap, capped.sft.epochs) == (50, continued["epochs"])
     (folder / "config.json").write_text(json.dumps({BUILT_FROM: "gpt-5"}))
     assert built_from(str(folder)) is None
 
