@@ -256,7 +256,7 @@ def built_from(base: str) -> str | None:
         return base
     try:
         config = json.loads((Path(base) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, ValueError):  # no folder, a NUL in the path, not UTF-8, not JSON
         return None
     name = config.get(BUILT_FROM) if isinstance(config, dict) else None
     return name if name in BUILT_BASES else None
@@ -309,21 +309,29 @@ class TrainRequest(BaseModel):
             relative = exc.field.removeprefix(settings.root).removeprefix(".")
             raise InvalidInputError(relative, exc.problem, exc.allowed) from None
 
-    @model_validator(mode="after")
-    def _base_defaults(self) -> TrainRequest:
-        root = built_from(self.base) or ""
+    @model_validator(mode="before")
+    @classmethod
+    def _base_defaults(cls, data: Any) -> Any:
+        """Fill the fields of ``sft`` and ``rl`` a request leaves unset with its base's
+        defaults, before validation: pydantic ignores a copy returned after it when the
+        request is built as ``TrainRequest(...)``, which would drop them silently."""
+        if not isinstance(data, Mapping):
+            return data
+        base = data.get("base", TINY)
+        root = (built_from(base) or "") if isinstance(base, str) else ""
         defaults = BASE_DEFAULTS.get(root, {})
         if not defaults:
-            return self
-        continued = CONTINUED_DEFAULTS.get(root, {}) if self.base != root else {}
-        return self.model_copy(
-            update={
+            return data
+        continued = CONTINUED_DEFAULTS.get(root, {}) if base != root else {}
+        return {
+            **data,
+            **{
                 part: _with_defaults(
-                    getattr(self, part), {**defaults.get(part, {}), **continued.get(part, {})}
+                    data.get(part, {}), {**defaults.get(part, {}), **continued.get(part, {})}
                 )
                 for part in ("sft", "rl")
-            }
-        )
+            },
+        }
 
     @field_validator("base")
     @classmethod
@@ -351,10 +359,16 @@ class TrainRequest(BaseModel):
         return self.method in (TrainingMethod.RL, TrainingMethod.SFT_RL)
 
 
-def _with_defaults(settings: Hyperparameters, defaults: Mapping[str, Any]) -> Any:
-    """``settings`` with ``defaults`` for the fields it was not given (an explicit
-    ``max_steps`` keeps a default ``epochs`` out, which would replace it)."""
-    given = settings.model_fields_set
+def _with_defaults(settings: Any, defaults: Mapping[str, Any]) -> Any:
+    """``settings`` (a settings record or its plain values) with ``defaults`` for the
+    fields it was not given (an explicit ``max_steps`` keeps a default ``epochs`` out,
+    which would replace it); anything else is left for validation to refuse."""
+    if isinstance(settings, Hyperparameters):
+        given: Mapping[str, Any] = settings.model_dump(include=settings.model_fields_set)
+    elif isinstance(settings, Mapping):
+        given = settings
+    else:
+        return settings
     unset = {
         key: value
         for key, value in defaults.items()
@@ -362,7 +376,7 @@ def _with_defaults(settings: Hyperparameters, defaults: Mapping[str, Any]) -> An
     }
     if not unset:
         return settings
-    return type(settings)(**{**unset, **settings.model_dump(include=given)})
+    return {**unset, **given}
 
 
 def refuse_base(path: Path, problem: str) -> InvalidInputError:

@@ -51,6 +51,7 @@ from training.settings import (
     BUILT_FROM,
     CONTINUED_DEFAULTS,
     NANO,
+    RlSettings,
     SftSettings,
     TrainRequest,
     built_from,
@@ -517,6 +518,31 @@ def test_a_nano_request_takes_the_nano_defaults_for_what_it_leaves_unset(
     assert (capped.sft.step_cap, capped.sft.epochs) == (50, continued["epochs"])
     (folder / "config.json").write_text(json.dumps({BUILT_FROM: "gpt-5"}))
     assert built_from(str(folder)) is None
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        pytest.param(TrainRequest.of, id="of"),
+        pytest.param(TrainRequest.model_validate, id="model_validate"),
+        pytest.param(lambda values: TrainRequest(**values), id="constructor"),
+        pytest.param(
+            lambda values: TrainRequest.model_validate_json(json.dumps(values)), id="json"
+        ),
+    ],
+)
+def test_every_way_of_building_a_request_takes_the_base_defaults(build: Any) -> None:
+    """The defaults are filled before validation: a copy returned after it is dropped by
+    pydantic when the request is built with ``TrainRequest(...)``."""
+    nano = BASE_DEFAULTS[NANO]["sft"]
+    request = build({"dataset_id": ANY_DATASET, "base": NANO, "sft": {"learning_rate": 1e-3}})
+    assert (request.sft.epochs, request.sft.step_cap) == (nano["epochs"], nano["step_cap"])
+    assert request.sft.learning_rate == 1e-3, "a value given is kept"
+    records = TrainRequest(
+        dataset_id=ANY_DATASET, base=NANO, sft=SftSettings(batch_size=2), rl=RlSettings()
+    )
+    assert (records.sft.batch_size, records.sft.epochs) == (2, nano["epochs"])
+    assert records.rl.max_new_tokens == BASE_DEFAULTS[NANO]["rl"]["max_new_tokens"]
 
 
 # -- bad input: out of memory ------------------------------------------------------------
