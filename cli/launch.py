@@ -231,16 +231,11 @@ def _rl_log(state: PartialState) -> Callable[[UpdateRecord], None]:
     def on_update(update: UpdateRecord) -> None:
         if state.is_main_process:
             _say(
-                f"RL update {update.update}: loss {update.loss:.4f}, "
-                f"gradient norm {_shown(update.grad_norm)}, "
+                f"RL update {update.update}: {update.movement()}, "
                 f"reward {update.mean_reward:.3f} (the main process's rollouts)"
             )
 
     return on_update
-
-
-def _shown(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
 
 
 def _say(text: str) -> None:

@@ -101,12 +101,11 @@ def rl_task(
     def on_update(update: UpdateRecord) -> None:
         progress(update.update, settings.updates)
         log.info(
-            "RL update %d/%d: loss %.4f, gradient norm %s, reward %.3f, success %.2f, "
+            "RL update %d/%d: %s, reward %.3f, success %.2f, "
             "regimes %s, informative groups %d/%d (%d skipped)",
             update.update,
             settings.updates,
-            update.loss,
-            "-" if update.grad_norm is None else f"{update.grad_norm:.4f}",
+            update.movement(),
             update.mean_reward,
             update.success_rate,
             update.regimes,

@@ -127,6 +127,12 @@ class UpdateRecord:
     loss is about 0 by construction (one pass over fresh rollouts: the ratio is 1, and a
     group's normalized advantages average to 0), so the loss alone says nothing."""
 
+    def movement(self) -> str:
+        """``loss L, gradient norm G`` (``-`` where the trainer logged no norm): how far
+        the update moved the policy, as every log line of an update says it."""
+        norm = "-" if self.grad_norm is None else f"{self.grad_norm:.4f}"
+        return f"loss {self.loss:.4f}, gradient norm {norm}"
+
     @property
     def informative_share(self) -> float:
         """Informative groups among those sampled: the share of rollouts that carry signal."""

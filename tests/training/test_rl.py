@@ -3,6 +3,7 @@ advantages, and a short run on real sandbox rollouts changes the model."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from itertools import islice
 from pathlib import Path
@@ -222,6 +223,9 @@ def test_groups_with_equal_rewards_are_replaced_counted_and_move_nothing(
     assert update.informative_share == 0.0 and result.informative_share == 0.0
     assert update.rollouts == 2  # the group that reached the loss
     assert update.grad_norm == 0.0
+    assert update.movement().endswith("gradient norm 0.0000"), "a flat update says so"
+    unlogged = dataclasses.replace(update, grad_norm=None)
+    assert unlogged.movement() == f"loss {update.loss:.4f}, gradient norm -"
     assert result.trajectories == 3 * 2
     assert all(not g.informative and set(g.advantages) == {0.0} for g in result.groups)
     assert all(torch.equal(p, before[n]) for n, p in base.model.named_parameters())
