@@ -131,7 +131,8 @@ class UpdateRecord:
         """``loss L, gradient norm G`` (``-`` where the trainer logged no norm): how far
         the update moved the policy, as every log line of an update says it."""
         norm = "-" if self.grad_norm is None else f"{self.grad_norm:.4f}"
-        return f"loss {self.loss:.4f}, gradient norm {norm}"
+        loss = round(self.loss, 4) + 0.0  # -0.00001 shows as 0.0000, not -0.0000
+        return f"loss {loss:.4f}, gradient norm {norm}"
 
     @property
     def informative_share(self) -> float:

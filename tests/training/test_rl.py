@@ -225,7 +225,9 @@ def test_groups_with_equal_rewards_are_replaced_counted_and_move_nothing(
     assert update.grad_norm == 0.0
     assert update.movement().endswith("gradient norm 0.0000"), "a flat update says so"
     unlogged = dataclasses.replace(update, grad_norm=None)
-    assert unlogged.movement() == f"loss {update.loss:.4f}, gradient norm -"
+    assert unlogged.movement().endswith(", gradient norm -"), "a norm not logged: a dash"
+    tiny_negative = dataclasses.replace(update, loss=-0.00001, grad_norm=0.5)
+    assert tiny_negative.movement() == "loss 0.0000, gradient norm 0.5000", "no -0.0000"
     assert result.trajectories == 3 * 2
     assert all(not g.informative and set(g.advantages) == {0.0} for g in result.groups)
     assert all(torch.equal(p, before[n]) for n, p in base.model.named_parameters())
