@@ -504,13 +504,14 @@ def test_a_nano_request_takes_the_nano_defaults_for_what_it_leaves_unset(
     assert built_from(str(folder)) == NANO
     descendant = TrainRequest.of({"dataset_id": ANY_DATASET, "base": str(folder)})
     continued = CONTINUED_DEFAULTS[NANO]["sft"]
-    # Continuing trains the continuation's steps, the rest as nano does.
+    # Continuing trains the continuation's steps at its rate, the rest as nano does.
     assert (descendant.sft.epochs, descendant.sft.step_cap) == (
         continued["epochs"],
         continued["step_cap"],
     )
     assert (descendant.sft.epochs, descendant.sft.step_cap) != (nano["epochs"], nano["step_cap"])
-    assert descendant.sft.learning_rate == nano["learning_rate"]
+    assert descendant.sft.learning_rate == continued["learning_rate"] < nano["learning_rate"]
+    assert descendant.sft.batch_size == nano["batch_size"], "the rest as nano trains"
     assert request.sft.step_cap == nano["step_cap"], "from the recipe: the base's own"
     capped = TrainRequest.of(
         {"dataset_id": ANY_DATASET, "base": str(folder), "sft": {"step_cap": 50}}
