@@ -443,6 +443,12 @@ def test_a_base_that_is_not_a_model_is_refused_when_loading(
         ({"sft": "fast"}, "sft", "must be an object"),
         ({"dataset_id": ""}, "dataset_id", "does not match"),
         ({"dataset_id": "../ds-x"}, "dataset_id", "does not match"),
+        ({"base": "a\x00b"}, "base", "no such directory"),
+        ({"base": 3}, "base", "must be a valid string"),
+        # A built base fills its defaults first: bad settings still reach their checks.
+        ({"base": "nano", "sft": "fast"}, "sft", "must be an object"),
+        ({"base": "nano", "sft": {"lr": 0.1}}, "sft.lr", "is not a setting"),
+        ({"base": "nano", "sft": {"learning_rate": 0}}, "sft.learning_rate", "<= 1"),
     ],
 )
 def test_bad_parameters_are_refused_by_name(values: dict[str, Any], field: str, says: str) -> None:
