@@ -67,16 +67,18 @@ def gate_sync(round_id: RoundOpt = None, as_json: JsonFlag = False) -> None:
 
 
 def undecided_items(catalog: Catalog, round_id: str) -> Iterator[list[GateItem]]:
-    """The round's kept items without a decision, as gate items, a batch of kept items
-    at a time (``kept_batches``): a large round is never read whole."""
-    from flows.round_stages import gate_items, kept_batches
+    """The round's kept items without a decision, as gate items, ``PEOPLE_BATCH`` at a
+    time, found a batch of suggestions at a time (``kept_batches``): a large round is
+    never read whole."""
+    from more_itertools import chunked
+
+    from flows.round_stages import PEOPLE_BATCH, gate_items, kept_batches
 
     for kept in kept_batches(catalog.reviews, round_id):
-        decided = catalog.reviews.final_reviews([c.trajectory_id for c in kept])
-        open_ = [c for c in kept if c.trajectory_id not in decided]
-        if open_:
-            trajectories = catalog.trajectories.by_ids([c.trajectory_id for c in open_])
-            yield gate_items(trajectories, open_)
+        decided = catalog.reviews.final_reviews([k.trajectory_id for k in kept])
+        open_ids = [k.trajectory_id for k in kept if k.trajectory_id not in decided]
+        for ids in chunked(open_ids, PEOPLE_BATCH):
+            yield gate_items(catalog.trajectories.by_ids(ids), catalog.reviews.curations_of(ids))
 
 
 def _status(round_id: str | None) -> dict[str, Any]:

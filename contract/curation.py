@@ -79,6 +79,17 @@ class CurationRecord(Record):
     judge: JsonValue = Field(default=None, description="the LLM judge's answer, when asked")
 
 
+class KeptSuggestion(NamedTuple):
+    """What the gate reads of a kept item's curation to decide it: the curator's routing,
+    suggestion and reason (a ``CurationRecord``'s own fields), read as columns. A round's
+    automatic reviews need nothing more, so the gate does not load the records."""
+
+    trajectory_id: str
+    routing: Routing
+    suggested: ReviewDecision
+    reason: str
+
+
 CONSENSUS_REVIEWER_PREFIX = "consensus:"
 """Reviewer names of reviews that resolve several annotators (``consensus:<rule>``)."""
 APPROVING = frozenset({ReviewDecision.APPROVE, ReviewDecision.CORRECT})

@@ -34,6 +34,7 @@ from contract import (
     DatasetApproval,
     GenerationPlan,
     InvalidInputError,
+    KeptSuggestion,
     MixTarget,
     Review,
     Routing,
@@ -81,8 +82,13 @@ from storage.task_manifests import MANIFEST_SUFFIX, read_task_manifest, write_ma
 
 STAGES = ("construct", "collect", "curate", "gate", "balance")
 BackendName = Literal["sandbox", "device", "bfcl", "simulated"]
-GATE_BATCH = 2_000
-"""Kept items the gate stage reads and sends at a time."""
+GATE_BATCH = 20_000
+"""Kept items whose suggestions the gate stage reads at a time (``KeptSuggestion``: a few
+hundred bytes each). Per batch one query and one write: at 2,000 a batch, the 63 batches
+of a 200,000-trajectory round spent 2.3 s opening the catalog and 2.3 s in the queries
+(each sorts the round's rows anew); at 20,000, 0.6 s in 7 queries."""
+PEOPLE_BATCH = 2_000
+"""Items the gate stage sends to people, with their records, at a time."""
 SPEC_BATCH = 2_000
 """Task specs a stage reads from the catalog at once (``construct``, ``shard_jobs``)."""
 
@@ -449,13 +455,15 @@ def gate(
     rounds carried over, and carry over what is still undecided. Nothing undecided is
     ever approved.
 
-    Kept items are read ``GATE_BATCH`` at a time: a batch's automatic reviews are
-    stored, and its items for people submitted and collected once without waiting; then,
-    if people still have items and ``wait_s`` is above 0, those items alone are read
-    again and waited for (up to ``wait_s``): the stage never holds more than a batch and
-    the undecided items (the gate's submissions are idempotent)."""
+    Kept items' suggestions are read ``GATE_BATCH`` at a time, as columns (no record is
+    loaded for an automatic review): a batch's automatic reviews are stored, and its items
+    for people read whole, ``PEOPLE_BATCH`` at a time, submitted and collected once
+    without waiting; then, if people still have items and ``wait_s`` is above 0, those
+    items alone are read again and waited for (up to ``wait_s``): the stage never holds
+    more than a batch of suggestions, one of people's items, and the undecided items (the
+    gate's submissions are idempotent)."""
 
-    def for_people(curation: CurationRecord) -> bool:
+    def for_people(curation: KeptSuggestion | CurationRecord) -> bool:
         return human_gate.asks_people and curation.routing is Routing.NEEDS_HUMAN
 
     # One Catalog for the stage: it holds no connection between operations (so none
@@ -479,20 +487,13 @@ def gate(
         pending: list[str] = []
         for kept in kept_batches(catalog.reviews, round_id):
             catalog.reviews.add(
-                [review_of_curation(round_id, c) for c in kept if not for_people(c)]
+                [review_of_curation(round_id, k) for k in kept if not for_people(k)]
             )
-            asked = [c for c in kept if for_people(c)]
-            if asked:
-                pending += sync(asked, 0.0)
+            asked = [k.trajectory_id for k in kept if for_people(k)]
+            for ids in chunked(asked, PEOPLE_BATCH):
+                pending += sync(catalog.reviews.curations_of(ids), 0.0)
         if pending and wait_s > 0:
-            waiting = set(pending)
-            undecided = [
-                c
-                for kept in kept_batches(catalog.reviews, round_id)
-                for c in kept
-                if c.trajectory_id in waiting
-            ]
-            pending = list(sync(undecided, wait_s))
+            pending = list(sync(catalog.reviews.curations_of(pending), wait_s))
         carried_in = take_up_carried(home, round_id, human_gate, catalog.reviews.add, log)
         catalog.reviews.carry_over(round_id, human_gate.name, pending)
     if pending:
@@ -501,11 +502,12 @@ def gate(
     return GateOutcome(tuple(carried_in))
 
 
-def kept_batches(reviews: ReviewStore, round_id: str) -> Iterator[list[CurationRecord]]:
-    """The round's kept curations, ``GATE_BATCH`` at a time, in trajectory id order."""
+def kept_batches(reviews: ReviewStore, round_id: str) -> Iterator[list[KeptSuggestion]]:
+    """The round's kept items' suggestions, ``GATE_BATCH`` at a time, in trajectory id
+    order."""
     after: str | None = None
     while True:
-        kept = reviews.kept_curations(round_id, after=after, limit=GATE_BATCH)
+        kept = reviews.kept_suggestions(round_id, after=after, limit=GATE_BATCH)
         if not kept:
             return
         yield kept

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contract import CurationRecord, Review
+from contract import CurationRecord, KeptSuggestion, Review
 from human_gate.base import GateItem, GateResult, Workplace
 
 AUTO_REVIEWER = "auto"
@@ -35,8 +35,9 @@ def auto_review(round_id: str, item: GateItem) -> Review:
     return review_of_curation(round_id, item.curation)
 
 
-def review_of_curation(round_id: str, curation: CurationRecord) -> Review:
-    """The automatic review a curation record suggests (the trajectory is not needed)."""
+def review_of_curation(round_id: str, curation: CurationRecord | KeptSuggestion) -> Review:
+    """The automatic review a curation suggests (the trajectory is not needed): from its
+    record, or from the columns the gate reads of it (``KeptSuggestion``)."""
     return Review(
         trajectory_id=curation.trajectory_id,
         round_id=round_id,

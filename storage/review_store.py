@@ -10,8 +10,10 @@ import pyarrow.compute as pc
 from contract import (
     CurationRecord,
     FinalReview,
+    KeptSuggestion,
     Review,
     ReviewDecision,
+    Routing,
     Trajectory,
 )
 from storage import carry_over
@@ -60,14 +62,31 @@ class DuckDBReviewStore:
             ).fetchall()
         return [CurationRecord.model_validate_json(record) for (record,) in rows]
 
-    def kept_curations(
+    def kept_suggestions(
         self, round_id: str, *, after: str | None = None, limit: int
-    ) -> list[CurationRecord]:
+    ) -> list[KeptSuggestion]:
         with self._file.read() as con:
             rows = con.execute(
-                "SELECT record FROM curations WHERE round_id = ? AND kept "
+                "SELECT trajectory_id, routing, suggested, coalesce(record->>'reason', '') "
+                "FROM curations WHERE round_id = ? AND kept "
                 "AND trajectory_id > coalesce(?, '') ORDER BY trajectory_id LIMIT ?",
                 [round_id, after, limit],
+            ).fetchall()
+        routings = {r.value: r for r in Routing}
+        decisions = {d.value: d for d in ReviewDecision}
+        return [
+            KeptSuggestion(trajectory_id, routings[routing], decisions[suggested], reason)
+            for trajectory_id, routing, suggested, reason in rows
+        ]
+
+    def curations_of(self, trajectory_ids: Sequence[str]) -> list[CurationRecord]:
+        wanted = sorted(set(trajectory_ids))
+        if not wanted:
+            return []
+        with self._file.read() as con, registered(con, "_wanted", ids_table(wanted)):
+            rows = con.execute(
+                "SELECT record FROM curations WHERE trajectory_id IN (SELECT id FROM _wanted) "
+                "ORDER BY trajectory_id"
             ).fetchall()
         return [CurationRecord.model_validate_json(record) for (record,) in rows]
 

@@ -23,6 +23,7 @@ from contract import (
     DeploymentRecord,
     FeedbackReport,
     FinalReview,
+    KeptSuggestion,
     ModelAlias,
     ModelRecord,
     RejectedTask,
@@ -355,12 +356,18 @@ class ReviewStore(Protocol):
         """The curator's judgements in ``round_id``, ordered by trajectory id."""
         ...
 
-    def kept_curations(
+    def kept_suggestions(
         self, round_id: str, *, after: str | None = None, limit: int
-    ) -> list[CurationRecord]:
-        """The judgements in ``round_id`` that kept their trajectory, ordered by
-        trajectory id: at most ``limit``, those after the trajectory id ``after`` (a
-        round's kept items read a batch at a time)."""
+    ) -> list[KeptSuggestion]:
+        """The routing, suggestion and reason of the judgements in ``round_id`` that kept
+        their trajectory, ordered by trajectory id: at most ``limit``, those after the
+        trajectory id ``after`` (a round's kept items read a batch at a time, no record
+        loaded)."""
+        ...
+
+    def curations_of(self, trajectory_ids: Sequence[str]) -> list[CurationRecord]:
+        """The curator's judgements of those of ``trajectory_ids`` that have one, ordered
+        by trajectory id."""
         ...
 
     def add(self, reviews: Sequence[Review]) -> int:

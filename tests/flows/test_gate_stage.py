@@ -13,7 +13,7 @@ import pytest
 
 import flows.round_stages
 from bench.synthetic import synthetic_round
-from contract import Routing, Trajectory
+from contract import CurationRecord, Routing, Trajectory
 from flows.curation_stage import curate_round
 from flows.round_stages import gate
 from flows.settings import CurationSettings, catalog_path
@@ -73,10 +73,12 @@ def test_batches_then_only_the_undecided_are_waited_for(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(flows.round_stages, "GATE_BATCH", 10)
+    monkeypatch.setattr(flows.round_stages, "PEOPLE_BATCH", 3)
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         kept = [c for c in catalog.reviews.curations_of_round(ROUND) if c.kept]
     human = sorted(c.trajectory_id for c in kept if c.routing is Routing.NEEDS_HUMAN)
     assert len(human) > 10 and len(human) < len(kept)  # the case this is about
+    assert len({c.reason for c in kept if c.routing is not Routing.NEEDS_HUMAN}) > 1
     people = PeopleGate()
     read: list[str] = []
     by_ids = DuckDBTrajectoryStore.by_ids
@@ -89,22 +91,34 @@ def test_batches_then_only_the_undecided_are_waited_for(
 
     monkeypatch.setattr(DuckDBTrajectoryStore, "by_ids", reading)
     batches: list[int] = []
-    kept_curations = DuckDBReviewStore.kept_curations
+    kept_suggestions = DuckDBReviewStore.kept_suggestions
 
     def kept_in_batches(self: DuckDBReviewStore, *args: Any, **kwargs: Any) -> list[Any]:
-        found = kept_curations(self, *args, **kwargs)
+        found = kept_suggestions(self, *args, **kwargs)
         batches.append(len(found))
         return found
 
-    monkeypatch.setattr(DuckDBReviewStore, "kept_curations", kept_in_batches)
+    records: list[list[str]] = []
+    curations_of = DuckDBReviewStore.curations_of
+
+    def records_of(self: DuckDBReviewStore, ids: Sequence[str]) -> list[CurationRecord]:
+        records.append(list(ids))
+        return curations_of(self, ids)
+
+    monkeypatch.setattr(DuckDBReviewStore, "kept_suggestions", kept_in_batches)
+    monkeypatch.setattr(DuckDBReviewStore, "curations_of", records_of)
     monkeypatch.delattr(DuckDBReviewStore, "curations_of_round")  # never the whole round
 
     gate(home, ROUND, people, wait_s=0.05, poll_s=0.01)
 
     assert set(read) == set(human)  # no trajectory read for the items no person gets
-    assert max(batches) == 10 and sum(batches) == 2 * len(kept)  # the pass, then the wait
+    assert max(batches) == 10 and sum(batches) == len(kept)  # suggestions: one pass
+    # records only of the items people get: 3 at a time, then the undecided once more
+    assert all(len(ids) <= 3 for ids in records[:-1])
+    assert sorted(i for ids in records[:-1] for i in ids) == human
+    assert sorted(records[-1]) == human
     first_pass = people.submitted[:-1]
-    assert all(len(batch) <= 10 for batch in first_pass)
+    assert all(len(batch) <= 3 for batch in first_pass)
     assert sorted(i for batch in first_pass for i in batch) == human
     assert sorted(people.submitted[-1]) == human  # the wait: the undecided alone
     assert all(sorted(batch) == human for batch in people.collected[len(first_pass) :])
@@ -112,8 +126,8 @@ def test_batches_then_only_the_undecided_are_waited_for(
         reviews = catalog.reviews.of_round(ROUND)
         carried = catalog.reviews.carried_out_of(ROUND)
     assert {r.trajectory_id for r in reviews} == {c.trajectory_id for c in kept} - set(human)
-    suggested = {c.trajectory_id: c.suggested for c in kept}
-    assert all(r.automatic and r.decision == suggested[r.trajectory_id] for r in reviews)
+    suggested = {c.trajectory_id: c for c in kept}
+    assert all(r == review_of_curation(ROUND, suggested[r.trajectory_id]) for r in reviews)
     assert carried == len(human)  # undecided: carried over, never approved
 
 

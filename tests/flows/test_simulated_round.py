@@ -44,7 +44,8 @@ def test_a_round_on_simulated_tools_sends_every_simulated_success_to_the_gate(
         trajectories = catalog.trajectories.of_round(out["round_id"])
         curations = {
             c.trajectory_id: c
-            for c in catalog.reviews.kept_curations(out["round_id"], after=None, limit=1_000)
+            for c in catalog.reviews.curations_of_round(out["round_id"])
+            if c.kept
         }
         version = catalog.datasets.get(out["dataset_version"])
         refused = catalog.tasks.rejections_of_round(out["round_id"])

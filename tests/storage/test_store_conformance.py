@@ -29,6 +29,7 @@ from contract import (
     DeploymentRecord,
     FeedbackReport,
     InvalidInputError,
+    KeptSuggestion,
     ModelAlias,
     ModelRecord,
     RejectedTask,
@@ -256,11 +257,20 @@ def test_reads_give_back_what_was_written(written: Catalog, world: World) -> Non
         key=lambda c: c.trajectory_id,
     )
     curations = written.reviews.curations_of_round(ROUND)
-    first = written.reviews.kept_curations(ROUND, limit=4)
-    rest = written.reviews.kept_curations(ROUND, after=first[-1].trajectory_id, limit=100)
-    assert [*first, *rest] == [c for c in curations if c.kept] and len(first) == 4
-    assert written.reviews.kept_curations(ROUND, after=rest[-1].trajectory_id, limit=4) == []
-    assert written.reviews.kept_curations(LATER, limit=4) == []
+    kept = [c for c in curations if c.kept]
+    first = written.reviews.kept_suggestions(ROUND, limit=4)
+    rest = written.reviews.kept_suggestions(ROUND, after=first[-1].trajectory_id, limit=100)
+    assert [*first, *rest] == [
+        KeptSuggestion(c.trajectory_id, c.routing, c.suggested, c.reason) for c in kept
+    ]
+    assert len(first) == 4
+    assert written.reviews.kept_suggestions(ROUND, after=rest[-1].trajectory_id, limit=4) == []
+    assert written.reviews.kept_suggestions(LATER, limit=4) == []
+    asked = [kept[2].trajectory_id, NOPE, curations[0].trajectory_id, kept[2].trajectory_id]
+    assert written.reviews.curations_of(asked) == sorted(
+        [kept[2], curations[0]], key=lambda c: c.trajectory_id
+    )
+    assert written.reviews.curations_of([]) == []
     assert written.reviews.of_round(ROUND) == world.reviews  # recorded order
     reviewed = sorted({r.trajectory_id for r in world.reviews})
     assert list(written.reviews.final_reviews([NOPE, *reversed(reviewed)])) == reviewed
