@@ -150,10 +150,12 @@ class Candidate:
         )
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Candidate:
-        """From a row of ``TrajectoryStore.balance_rows``."""
-        split, outcome = _SPLITS[row["split"]], _OUTCOMES[row["outcome"]]
-        return cls(**{**row, "split": split, "outcome": outcome})
+    def from_row(cls, row: Sequence[Any]) -> Candidate:
+        """From a row of ``TrajectoryStore.balance_rows``: these fields' values in this
+        order, split and outcome as their values (built positionally: a version's pool is
+        hundreds of thousands of rows)."""
+        trajectory_id, task_id, split, outcome, *rest = row
+        return cls(trajectory_id, task_id, _SPLITS[split], _OUTCOMES[outcome], *rest)
 
 
 _SPLITS = {split.value: split for split in Split}

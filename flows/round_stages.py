@@ -70,6 +70,7 @@ from flows.settings import (
 from human_gate import GateItem, GateUnavailableError, HumanGate, Workplace
 from human_gate.auto import review_of_curation
 from storage import Catalog, ReviewStore, TaskStore
+from storage.bulk import gc_paused
 from storage.locations import Location, join, parent_of
 from storage.round_facts import CapabilityTally
 from storage.shards import (
@@ -486,9 +487,9 @@ def gate(
 
         pending: list[str] = []
         for kept in kept_batches(catalog.reviews, round_id):
-            catalog.reviews.add(
-                [review_of_curation(round_id, k) for k in kept if not for_people(k)]
-            )
+            with gc_paused():
+                automatic = [review_of_curation(round_id, k) for k in kept if not for_people(k)]
+            catalog.reviews.add(automatic)
             asked = [k.trajectory_id for k in kept if for_people(k)]
             for ids in chunked(asked, PEOPLE_BATCH):
                 pending += sync(catalog.reviews.curations_of(ids), 0.0)
@@ -579,7 +580,9 @@ def propose_dataset(
     (``now_failing``, and the parent's own stale successes): each removal is recorded in
     the version with its reason. Members of ``plan``'s down-weighted (mastered)
     templates get the plan's factor, except the preservation set."""
-    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+    # No cyclic collection while the pool's hundreds of thousands of objects live: the
+    # collector walking them again and again took half of balancing 200,000 trajectories.
+    with gc_paused(), Catalog.open(catalog_path(home), read_only=True) as catalog:
         parent = _parent(catalog, round_id)
         inherited = catalog.datasets.member_ids(parent) if parent else []
         pool = [
@@ -588,22 +591,23 @@ def propose_dataset(
         ]
         decisions = catalog.reviews.final_reviews([*trajectory_ids, *inherited])
         stale_parents = [r.trajectory_id for r in stale_successes(_older(catalog, inherited))]
-    state = run_balancer(
-        round_id,
-        pool,
-        decisions,
-        target,
-        parent=parent,
-        llm=llm,
-        now_failing=[*now_failing, *stale_parents],
-        inherited=inherited,
-        down_weights={w.template: w.weight for w in plan.template_weights} if plan else {},
-        preserved={r.fingerprint for r in plan.preserve} if plan else frozenset(),
-    )
-    version = state["version"]
-    if version is not None:
-        with Catalog.open(catalog_path(home)) as catalog:
-            catalog.datasets.propose(version)
+    with gc_paused():
+        state = run_balancer(
+            round_id,
+            pool,
+            decisions,
+            target,
+            parent=parent,
+            llm=llm,
+            now_failing=[*now_failing, *stale_parents],
+            inherited=inherited,
+            down_weights={w.template: w.weight for w in plan.template_weights} if plan else {},
+            preserved={r.fingerprint for r in plan.preserve} if plan else frozenset(),
+        )
+        version = state["version"]
+        if version is not None:
+            with Catalog.open(catalog_path(home)) as catalog:
+                catalog.datasets.propose(version)
     return Proposal.of(state)
 
 
@@ -620,7 +624,7 @@ class RoundPool:
 def round_pool(home: Path, round_id: str, carried_in: Sequence[str]) -> RoundPool:
     """The round's pool for ``propose_dataset``; only the trajectories verified before the
     collateral check existed are loaded as records (to verify them again)."""
-    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+    with gc_paused(), Catalog.open(catalog_path(home), read_only=True) as catalog:
         ids = [tid for tid, _ in catalog.trajectories.fingerprints(round_id)]
         ours = set(ids)
         ids += [tid for tid in carried_in if tid not in ours]
@@ -661,7 +665,7 @@ def stored_approval(home: Path, dataset_id: str) -> DatasetApproval | None:
 def decide_dataset(home: Path, dataset_id: str, approval: DatasetApproval) -> str | None:
     """Store the decision on the proposed version ``dataset_id``; freeze the version when
     approved. Its id, or None."""
-    with Catalog.open(catalog_path(home)) as catalog:
+    with gc_paused(), Catalog.open(catalog_path(home)) as catalog:
         decided = catalog.datasets.decide(catalog.datasets.proposal(dataset_id), approval)
     return dataset_id if decided.approved else None
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol, TypedDict
+from typing import Any, NamedTuple, Protocol
 
 from contract import (
     AliasChange,
@@ -97,8 +97,10 @@ class Placement(NamedTuple):
     backend: str
 
 
-class BalanceRow(TypedDict):
-    """What balancing reads of one trajectory (its task's first capability and domain)."""
+class BalanceRow(NamedTuple):
+    """What balancing reads of one trajectory (its task's first capability and domain), in
+    the order of ``curation.balance.Candidate``'s fields: a tuple, not a dict, because a
+    version's pool is hundreds of thousands of these."""
 
     trajectory_id: str
     task_id: str

@@ -4,7 +4,7 @@ columns a stage needs."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -132,7 +132,7 @@ class DuckDBTrajectoryStore:
             ).to_arrow_table()
         rows = shared_rows(table, ("trajectory_id", "task_id", "fingerprint"))
         del table  # copied into the rows: its buffers need not live beside them
-        by_id = {row["trajectory_id"]: cast("BalanceRow", row) for row in rows}
+        by_id = {row[0]: BalanceRow._make(row) for row in rows}
         return [by_id[i] for i in wanted if i in by_id]
 
     def member_tasks(self, trajectory_ids: Sequence[str]) -> list[MemberTask]:

@@ -219,22 +219,23 @@ def export_dataset(
             "push_to_hub", f"{push_to_hub!r} is not a repository id (owner/name)"
         )
     out_dir = export_target(out_dir, overwrite)
-    version = catalog.datasets.get(dataset_id)
-    _refuse_development(catalog, version)
-    summary = catalog.datasets.describe(dataset_id)
     if workers <= 0:
         workers = min(os.cpu_count() or 1, 8)
     chunk = CHUNK if chunk is None else chunk
     if chunk < 1:
         raise InvalidInputError("chunk", f"{chunk} is not a positive number of members")
-    rows = _Rows(
-        catalog, version, tools, verify=verify, workers=workers, chunk=chunk, spread=spread
-    )
-    with staging(out_dir) as folder:
-        _write(folder, fmt, rows)
-        card = dataset_card(version, summary, rows.tally, fmt=fmt)
-        (folder / CARD).write_text(card, encoding="utf-8")
-        files = write_manifest(folder, dataset_id)
+    with gc_paused():  # the version's members and the card's tally: many small objects
+        version = catalog.datasets.get(dataset_id)
+        _refuse_development(catalog, version)
+        summary = catalog.datasets.describe(dataset_id)
+        rows = _Rows(
+            catalog, version, tools, verify=verify, workers=workers, chunk=chunk, spread=spread
+        )
+        with staging(out_dir) as folder:
+            _write(folder, fmt, rows)
+            card = dataset_card(version, summary, rows.tally, fmt=fmt)
+            (folder / CARD).write_text(card, encoding="utf-8")
+            files = write_manifest(folder, dataset_id)
     pushed = None
     if push_to_hub is not None:
         _push(out_dir, push_to_hub, dataset_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import duckdb
@@ -12,7 +13,7 @@ from pydantic import ValidationError
 
 from contract import Trajectory
 from curation.balance import Candidate
-from storage import Catalog, UnknownIdError
+from storage import BalanceRow, Catalog, UnknownIdError
 from storage.sql import shared_rows
 from storage.trajectory_store import COLLATERAL_CHECK_TEXT
 from tests.storage.builders import ROUND, write_shards
@@ -72,6 +73,8 @@ def test_balance_rows_give_what_balancing_reads_of_each_trajectory(
         Candidate.of(round_trajectories[4]),
         Candidate.of(round_trajectories[1]),
     ]
+    assert BalanceRow._fields == tuple(f.name for f in dataclasses.fields(Candidate))
+    assert [row.trajectory_id for row in rows] == [wanted[0], wanted[2]]
     assert ingested.trajectories.balance_rows([]) == []
 
 
@@ -132,6 +135,6 @@ def test_shared_rows_share_equal_values_except_in_distinct_columns() -> None:
     table = pa.table({"id": ["a-1", "a-2", "a-3"], "kind": ["tap", "tap", "type"]})
     rows = shared_rows(table, ["id"])
 
-    assert rows == table.to_pylist()
-    assert rows[0]["kind"] is rows[1]["kind"]
-    assert rows[0]["kind"] is not rows[2]["kind"]
+    assert rows == [tuple(row.values()) for row in table.to_pylist()]
+    assert rows[0][1] is rows[1][1]
+    assert rows[0][1] is not rows[2][1]
