@@ -464,8 +464,8 @@ def gate(
     more than a batch of suggestions, one of people's items, and the undecided items (the
     gate's submissions are idempotent)."""
 
-    def for_people(curation: KeptSuggestion | CurationRecord) -> bool:
-        return human_gate.asks_people and curation.routing is Routing.NEEDS_HUMAN
+    def for_people(kept: KeptSuggestion) -> bool:
+        return human_gate.asks_people and kept.routing is Routing.NEEDS_HUMAN
 
     # One Catalog for the stage: it holds no connection between operations (so none
     # while people are waited for), and each operation does not check the schema again.
@@ -582,16 +582,16 @@ def propose_dataset(
     templates get the plan's factor, except the preservation set."""
     # No cyclic collection while the pool's hundreds of thousands of objects live: the
     # collector walking them again and again took half of balancing 200,000 trajectories.
-    with gc_paused(), Catalog.open(catalog_path(home), read_only=True) as catalog:
-        parent = _parent(catalog, round_id)
-        inherited = catalog.datasets.member_ids(parent) if parent else []
-        pool = [
-            Candidate.from_row(row)
-            for row in catalog.trajectories.balance_rows([*trajectory_ids, *inherited])
-        ]
-        decisions = catalog.reviews.final_reviews([*trajectory_ids, *inherited])
-        stale_parents = [r.trajectory_id for r in stale_successes(_older(catalog, inherited))]
     with gc_paused():
+        with Catalog.open(catalog_path(home), read_only=True) as catalog:
+            parent = _parent(catalog, round_id)
+            inherited = catalog.datasets.member_ids(parent) if parent else []
+            pool = [
+                Candidate.from_row(row)
+                for row in catalog.trajectories.balance_rows([*trajectory_ids, *inherited])
+            ]
+            decisions = catalog.reviews.final_reviews([*trajectory_ids, *inherited])
+            stale = stale_successes(_older(catalog, inherited))
         state = run_balancer(
             round_id,
             pool,
@@ -599,7 +599,7 @@ def propose_dataset(
             target,
             parent=parent,
             llm=llm,
-            now_failing=[*now_failing, *stale_parents],
+            now_failing=[*now_failing, *(r.trajectory_id for r in stale)],
             inherited=inherited,
             down_weights={w.template: w.weight for w in plan.template_weights} if plan else {},
             preserved={r.fingerprint for r in plan.preserve} if plan else frozenset(),
