@@ -93,6 +93,7 @@ def run_episode(
         arriving=arriving_specs(task.arriving_tools, tools_of(task)) if task.arriving_tools else (),
     )
     session = policy.start(task, view)
+    screens = backend if isinstance(backend, RecordsScreens) else None  # once: ~50 us a check
     steps: list[Step] = []
     termination = Termination.BUDGET_EXHAUSTED
     retries = 0
@@ -106,7 +107,7 @@ def run_episode(
                 feedback = Feedback(error=decision.error)
             else:
                 feedback = backend.execute(decision.action)
-            steps.append(_step(index, decision, feedback, backend))
+            steps.append(_step(index, decision, feedback, screens))
             error = feedback.error
             if error is not None and error.kind in _ENDS_EPISODE:
                 termination = _ENDS_EPISODE[error.kind]
@@ -132,11 +133,12 @@ def run_episode(
     return record(steps, verdict, termination, retries)
 
 
-def _step(index: int, decision: Decision, feedback: Feedback, backend: Backend) -> Step:
-    """The step of one decision; what a device showed for it is linked to it, and the
-    tokens of the sub-agent that operated it count with the planner's."""
-    screen = backend.take_screen_record() if isinstance(backend, RecordsScreens) else None
-    screen = screen or _NO_SCREEN
+def _step(
+    index: int, decision: Decision, feedback: Feedback, screens: RecordsScreens | None
+) -> Step:
+    """The step of one decision; what a device (``screens``) showed for it is linked to it,
+    and the tokens of the sub-agent that operated it count with the planner's."""
+    screen = (screens.take_screen_record() if screens is not None else None) or _NO_SCREEN
     return Step(
         index=index,
         observation=screen.observation or None,

@@ -5,9 +5,13 @@ length of one operation: ``read()`` for a query, ``write()`` for one transaction
 committed whole or rolled back whole. Opening checks the schema version and applies the
 migrations the file lacks.
 
-The file is attached (``ATTACH``) to an in-memory DuckDB instance named after it, which
-concurrent operations in one process share as ``duckdb.connect(path)`` would share its
-instance; attaching is what lets the catalog choose its row group size.
+The file is attached (``ATTACH``) to an in-memory DuckDB instance that lives as long as
+the process (one per mode: read-only, writable), while operations use it: the first
+attaches it, concurrent ones in the process share it, and the last detaches it, which
+checkpoints it and lets go of its lock. Attaching is what lets the catalog choose its row
+group size; keeping the instance is what makes an operation cheap (a new DuckDB instance
+costs about 12 ms of CPU, attaching a catalog about 3 ms: a 2,000-task round makes over
+a hundred operations).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import hashlib
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,7 +46,6 @@ round's real task rows 500 at a time peaked +0.12 GB at 25,000, 49,500, 74,000 a
 rows with 8,192, +0.077 GB and growing with 122,880, at most +0.051 GB with 4,096 (and
 +0.05 with 2,048, whose metadata grew faster). `flywheel bench curation` (200,000
 trajectories) took the same CPU with 4,096 as with 8,192 (91.2 s against 93.0 s)."""
-_ATTACHED_AS = "catalog"
 _SAY_WAITING_AFTER_S = 3.0
 _LOCKED = "Could not set lock"
 _OPEN_HERE = ("Unique file handle conflict", "different configuration than existing connections")
@@ -111,10 +115,12 @@ class CatalogFile:
         if self._closed:
             raise CatalogError(f"catalog {self.path} is closed")
         con = _connect_file(self.path, self.read_only, self.lock_wait_s)
+        started = time.monotonic()
         try:
             yield con
         finally:
             con.close()
+            _release(self.path, self.read_only, time.monotonic() - started)
 
     @contextmanager
     def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -142,15 +148,15 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 
 
 def _connect_file(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
-    """Open the DuckDB file, waiting up to ``wait_s`` while another process (or another
-    mode in this one) holds it; DuckDB's errors become messages for a person."""
+    """A connection to the DuckDB file, waiting up to ``wait_s`` while another process (or
+    another mode in this one) holds it; DuckDB's errors become messages for a person."""
     start = time.monotonic()
     deadline = start + wait_s
     pause = 0.02
     said = False
     while True:
         try:
-            return _attach(path, read_only)
+            return _connect(path, read_only)
         except duckdb.Error as exc:
             busy = any(mark in str(exc) for mark in (_LOCKED, *_OPEN_HERE))
             now = time.monotonic()
@@ -168,21 +174,98 @@ def _connect_file(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPy
             raise _open_error(path, exc, wait_s) from exc
 
 
-def _attach(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """A connection to ``path``, attached with ``ROW_GROUP_SIZE`` in this process's
-    instance for it (one per file and mode, alive while a connection to it is)."""
-    mode = "read-only" if read_only else "writable"
-    name = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:32]
-    con = duckdb.connect(f":memory:flywheel-{mode}-{name}")
+LONG_OPERATION_S = 0.25
+"""An operation at least this long closes its instance when no other one uses it, which
+hands what DuckDB's allocator still holds for it back to the system at once (about 190 MB
+after reading 200,000 trajectory rows, otherwise given back over about a second); a new
+instance, about 12 ms of CPU, is small beside such an operation. Shorter ones keep it.
+Measured with `flywheel bench curation` (200,000 trajectories): with every instance kept,
+curate → export peaked at 2.9-3.05 GB against 2.5 GB, since the export's workers read
+their chunks (0.5-0.7 s each) one after another; with 0.05 s the curation's partitions
+(about 75 ms reads, 100 of them) lost most of the gain; at 0.25 s, 2.7 GB."""
+_LOCK = threading.Lock()
+"""Guards the instances and the count of operations using each attached file."""
+_KEEPERS: dict[bool, duckdb.DuckDBPyConnection] = {}
+"""A connection to this process's instance for each mode (read-only or not): it keeps the
+instance alive, and attaches and detaches the files."""
+_USERS: dict[tuple[bool, str], int] = {}
+"""Operations of this process using each attached file, by mode and alias."""
+_INHERITED: list[duckdb.DuckDBPyConnection] = []
+"""A forked child's copies of instances that were in use in its parent when it forked:
+never used, never closed (closing an instance whose threads stayed in the parent crashes
+the child)."""
+
+
+def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A connection using ``path`` in the instance for the mode, which attaches it with
+    ``ROW_GROUP_SIZE`` unless an operation of this process uses it already (DuckDB's error
+    when another process holds it)."""
+    alias = _alias(path)
+    with _LOCK:
+        keeper = _KEEPERS.get(read_only)
+        if keeper is None:
+            mode = "read-only" if read_only else "writable"
+            keeper = _KEEPERS[read_only] = duckdb.connect(f":memory:flywheel-{mode}")
+        if not _USERS.get((read_only, alias)):
+            options = f"ROW_GROUP_SIZE {ROW_GROUP_SIZE}" + (", READ_ONLY" if read_only else "")
+            literal = str(path).replace("'", "''")
+            keeper.execute(f"ATTACH '{literal}' AS {alias} ({options})")
+        _USERS[read_only, alias] = _USERS.get((read_only, alias), 0) + 1
+        con = keeper.cursor()
     try:
-        options = f"ROW_GROUP_SIZE {ROW_GROUP_SIZE}" + (", READ_ONLY" if read_only else "")
-        literal = str(path).replace("'", "''")
-        con.execute(f"ATTACH IF NOT EXISTS '{literal}' AS {_ATTACHED_AS} ({options})")
-        con.execute(f"USE {_ATTACHED_AS}")
+        con.execute(f"USE {alias}")
     except BaseException:
         con.close()
+        _release(path, read_only, 0.0)
         raise
     return con
+
+
+def _release(path: Path, read_only: bool, lasted_s: float) -> None:
+    """One operation on ``path`` is over (its connection closed); the last one detaches
+    the file, which checkpoints it and lets go of its lock, and after a long operation
+    (``LONG_OPERATION_S``) the last one of the mode closes its instance."""
+    alias = _alias(path)
+    with _LOCK:
+        _USERS[read_only, alias] -= 1
+        if not _USERS[read_only, alias]:
+            del _USERS[read_only, alias]
+            _KEEPERS[read_only].execute(f"DETACH {alias}")
+        if lasted_s >= LONG_OPERATION_S and not _in_use(read_only):
+            _KEEPERS.pop(read_only).close()
+
+
+def _in_use(read_only: bool) -> bool:
+    """Whether an operation of the mode is under way."""
+    return any(mode == read_only for mode, _ in _USERS)
+
+
+def _alias(path: Path) -> str:
+    """The name ``path`` is attached as: one per file, whatever path names it."""
+    return "catalog_" + hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:32]
+
+
+def _before_fork() -> None:
+    """Close the instances no operation uses, so that a forked child inherits none (one it
+    inherited would crash it when closed, at its exit at the latest); hold the lock
+    through the fork."""
+    _LOCK.acquire()
+    for read_only in [mode for mode in _KEEPERS if not _in_use(mode)]:
+        _KEEPERS.pop(read_only).close()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child makes its own instances: those it inherited, and the operations that
+    used them, are its parent's."""
+    _INHERITED.extend(_KEEPERS.values())
+    _KEEPERS.clear()
+    _USERS.clear()
+    _LOCK.release()
+
+
+os.register_at_fork(
+    before=_before_fork, after_in_parent=_LOCK.release, after_in_child=_after_fork_in_child
+)
 
 
 def _holder_pid(exc: duckdb.Error) -> str | None:
