@@ -180,9 +180,10 @@ hands what DuckDB's allocator still holds for it back to the system at once (abo
 after reading 200,000 trajectory rows, otherwise given back over about a second); a new
 instance, about 12 ms of CPU, is small beside such an operation. Shorter ones keep it.
 Measured with `flywheel bench curation` (200,000 trajectories): with every instance kept,
-curate → export peaked at 2.9-3.05 GB against 2.5 GB, since the export's workers read
-their chunks (0.5-0.7 s each) one after another; with 0.05 s the curation's partitions
-(about 75 ms reads, 100 of them) lost most of the gain; at 0.25 s, 2.7 GB."""
+curate → export peaked at 2.72-2.84 GB against 2.33-2.36 GB, since the export's workers
+read their chunks (0.5-0.7 s each) one after another; with 0.05 s the curation's
+partitions (reads of about 75 ms, 100 of them) lost most of the gain; with 0.25 s,
+2.41-2.52 GB."""
 _LOCK = threading.Lock()
 """Guards the instances and the count of operations using each attached file."""
 _KEEPERS: dict[bool, duckdb.DuckDBPyConnection] = {}
