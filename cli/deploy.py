@@ -147,6 +147,7 @@ def run_loop_command(
     collect_with: str,
     teacher_share: float,
     champion_tasks: int | None = None,
+    correct_failures: bool | None = None,
     assignments: list[str],
     as_json: bool,
 ) -> None:
@@ -171,6 +172,7 @@ def run_loop_command(
             collect_with=collect_with,
             teacher_share=teacher_share,
             champion_tasks=champion_tasks,
+            correct_failures=correct_failures,
             base=training.base,
             method=training.method,
             sft=training.sft,

@@ -455,6 +455,14 @@ def loop(
         int | None,
         typer.Option(min=0, help="at most this many of a round's tasks collected by the champion"),
     ] = None,
+    correct_failures: Annotated[
+        bool | None,
+        typer.Option(
+            "--correct-failures/--no-correct-failures",
+            help="the scripted teacher collects again each task the champion failed "
+            "[default: settings]",
+        ),
+    ] = None,
     assignments: Annotated[
         list[str] | None,
         typer.Option(
@@ -472,6 +480,7 @@ def loop(
         collect_with=collect_with,
         teacher_share=teacher_share,
         champion_tasks=champion_tasks,
+        correct_failures=correct_failures,
         assignments=assignments or [],
         as_json=as_json,
     )

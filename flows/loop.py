@@ -109,6 +109,7 @@ def loop(
     collect_with: Literal["champion", "settings"] = "champion",
     teacher_share: Annotated[float, Field(ge=0, le=1)] = 0.5,
     champion_tasks: Annotated[int, Field(ge=0)] | None = None,
+    correct_failures: bool | None = None,
     from_champion: bool = True,
     base: str = TINY,
     method: TrainingMethod = TrainingMethod.SFT_RL,
@@ -128,6 +129,9 @@ def loop(
             collects.
         champion_tasks: At most this many of a round's tasks collected by the champion
             (the teacher takes the rest). None: no cap.
+        correct_failures: The scripted teacher collects again each task the champion
+            failed in a round, so the version gains rows where the champion errs. None:
+            from the settings (``[round] correct_failures``).
         from_champion: Train each turn from the champion's weights (else from base).
         base: tiny, nano, or a local model folder: what the first turn trains from.
         method: sft, rl or sft+rl.
@@ -149,6 +153,7 @@ def loop(
             seed=seed + number - 1,
             policy=policy,
             teacher_share=share if policy == "champion" else None,
+            correct_failures=correct_failures if policy == "champion" else None,
         )
         dataset_id = summary.dataset_version
         turn = Turn(

@@ -200,6 +200,7 @@ def flywheel_round(
     devices: DeviceRoute | None = None,
     bfcl_share: Share | None = None,
     simulated_share: Share | None = None,
+    correct_failures: bool | None = None,
 ) -> RoundSummary:
     """One flywheel round: construct, collect, curate, gate, balance, approve, freeze.
 
@@ -227,6 +228,8 @@ def flywheel_round(
             round, 0: the sandbox's alone). None: from the settings.
         simulated_share: Share of the tasks on long-tail tools a chat model simulates
             (the agent LLM's tool_simulator role). None: from the settings.
+        correct_failures: With openai or champion: the scripted teacher collects again
+            each task the model failed. None: from the settings.
     """
     if round_id is not None:
         ROUND_ID.check("round_id", round_id)
@@ -251,6 +254,7 @@ def flywheel_round(
         devices=devices,
         bfcl_share=share,
         simulated_share=simulated,
+        correct_failures=correct_failures,
     )
     return run_round(settings, config, round_id or config.round_id())
 
@@ -323,7 +327,9 @@ def _construct(run: RoundRun) -> None:
 
 def _collect_and_ingest(run: RoundRun) -> None:
     """Collect the round's tasks and the stored tasks its plan collects again, then
-    ingest the shards; the catalog must then hold what the shards hold."""
+    ingest the shards; with ``correct_failures``, then collect again with the scripted
+    teacher the tasks the round's policy failed, and ingest those. The catalog must then
+    hold what the shards hold."""
     log = get_run_logger()
     settings, round_id = run.settings, run.round_id
     recollected = [t.id for t in stages.recollection(settings.home, run.config.plan)]
@@ -333,6 +339,15 @@ def _collect_and_ingest(run: RoundRun) -> None:
     jobs = stages.shard_jobs(settings.home, round_id, recollected, run.config, root)
     collected = _collect(settings, round_id, run.config, jobs)
     stored_count = ingest_task(settings.home, round_id, settings)
+    corrections = stages.correction_jobs(settings.home, round_id, run.config, root)
+    if corrections:
+        log.info(
+            "%d tasks the %s policy failed: the scripted teacher collects them again",
+            sum(job.tasks for job in corrections),
+            run.config.policy,
+        )
+        collected += _collect(settings, round_id, run.config, corrections)
+        stored_count = ingest_task(settings.home, round_id, settings)
     if stored_count != collected:
         raise FlywheelError(
             f"{round_id}: the catalog holds {stored_count} trajectories of the round, "

@@ -24,6 +24,10 @@ class RoundConfig(BaseModel):
     teacher_share: float = Field(
         default=0.0, ge=0, le=1, description="share of tasks the scripted teacher collects"
     )
+    correct_failures: bool = Field(
+        default=False,
+        description="the scripted teacher collects again each task the round's policy failed",
+    )
     devices: DeviceRoute = Field(
         default="none", description="gui: tasks that need the GUI agent run on the device pool"
     )
@@ -125,6 +129,7 @@ def resolve_config(
     devices: DeviceRoute | None = None,
     bfcl_share: float | None = None,
     simulated_share: float | None = None,
+    correct_failures: bool | None = None,
 ) -> RoundConfig:
     """Settings, with explicit arguments taking precedence; ``plan`` defaults to the even
     mix of the round's sandbox tasks (those BFCL's share leaves)."""
@@ -138,6 +143,9 @@ def resolve_config(
         policy=chosen_policy,
         model=_model_of(chosen_policy, settings),
         teacher_share=settings.round.teacher_share if teacher_share is None else teacher_share,
+        correct_failures=(
+            settings.round.correct_failures if correct_failures is None else correct_failures
+        ),
         devices=devices or settings.devices.route,
         gui_agent=settings.devices.gui_agent,
         gui_model=(

@@ -233,16 +233,32 @@ class ShardJob:
     by_teacher: bool
 
 
+TEACHER: PolicyName = "scripted"
+"""The policy that collects the teacher's shards (and its recorded name)."""
+
+
 def shard_prefix(by_teacher: bool, backend: BackendName) -> str:
     """A shard's name before its number: ``shard``, ``device``, ``bfcl`` or
     ``simulated`` by backend, ``teacher`` (``teacher-device``, ...) when the teacher
     collects it."""
-    base = {"sandbox": "shard", "device": "device", "bfcl": "bfcl", "simulated": "simulated"}[
-        backend
-    ]
+    base = _BACKEND_PREFIX[backend]
     if not by_teacher:
         return base
     return "teacher" if backend == "sandbox" else f"teacher-{base}"
+
+
+def correction_prefix(by_teacher: bool, backend: BackendName) -> str:
+    """A correction shard's name before its number: ``correction`` (``correction-device``,
+    ...): the teacher collecting again what the round's policy failed."""
+    return "correction" if backend == "sandbox" else f"correction-{_BACKEND_PREFIX[backend]}"
+
+
+_BACKEND_PREFIX: dict[BackendName, str] = {
+    "sandbox": "shard",
+    "device": "device",
+    "bfcl": "bfcl",
+    "simulated": "simulated",
+}
 
 
 def collection_keys(
@@ -289,27 +305,63 @@ def shard_jobs(
     stored specs, unparsed, to write the manifests: the stage holds ids."""
     with Catalog.open(catalog_path(home), read_only=True) as catalog:
         ids = [*catalog.tasks.ids_of_round(round_id), *recollected]
-        keys = collection_keys(catalog.tasks, ids, config.devices)
         teacher = config.teacher_tasks(ids)
-        groups: dict[tuple[bool, BackendName], list[tuple[int, str]]] = {}
-        for seed, task_id, backend in keys:
-            groups.setdefault((task_id in teacher, backend), []).append((seed, task_id))
-        shards = [
-            (f"{shard_prefix(by_teacher, backend)}-{i:05d}", by_teacher, backend, shard)
-            for (by_teacher, backend), group in groups.items()
-            for i, shard in enumerate(shards_of(group, config.shard_size))
+        placed = [
+            (seed, task_id, backend, task_id in teacher)
+            for seed, task_id, backend in collection_keys(catalog.tasks, ids, config.devices)
         ]
-        batch: list[tuple[str, list[str]]] = []
-        for n, (name, _, _, shard) in enumerate(shards, start=1):
-            if not shard_complete(shard_path(root, round_id, name)):
-                batch.append((name, shard))
-            if n == len(shards) or sum(len(s) for _, s in batch) >= SPEC_BATCH:
-                _write_manifests(catalog.tasks, root, round_id, batch)
-                batch = []
+        return _planned(catalog.tasks, root, round_id, placed, config, shard_prefix)
+
+
+def correction_jobs(
+    home: Path, round_id: str, config: RoundConfig, root: Location
+) -> list[ShardJob]:
+    """With ``correct_failures``, shards in which the scripted teacher collects again each
+    task the round's policy failed (``TrajectoryStore.failed_tasks``: once the round's
+    shards are ingested), each with its task manifest; none without it, or when the
+    teacher is the round's policy. What the policy failed is read from the catalog, where
+    the teacher's episodes never count, so a resumed round finds the same shards."""
+    if not config.correct_failures or config.policy == TEACHER:
+        return []
+    with Catalog.open(catalog_path(home), read_only=True) as catalog:
+        failed = catalog.trajectories.failed_tasks(round_id, TEACHER)
+        placed = [
+            (seed, task_id, backend, True)
+            for seed, task_id, backend in collection_keys(catalog.tasks, failed, config.devices)
+        ]
+        return _planned(catalog.tasks, root, round_id, placed, config, correction_prefix)
+
+
+def _planned(
+    tasks: TaskStore,
+    root: Location,
+    round_id: str,
+    placed: Sequence[tuple[int, str, BackendName, bool]],
+    config: RoundConfig,
+    prefix: Callable[[bool, BackendName], str],
+) -> list[ShardJob]:
+    """Shards of ``config.shard_size`` over ``placed`` tasks (world seed, id, backend,
+    whether the teacher collects it), grouped by who collects them where and named
+    ``prefix``-number, and the manifests of those not complete yet."""
+    groups: dict[tuple[bool, BackendName], list[tuple[int, str]]] = {}
+    for seed, task_id, backend, by_teacher in placed:
+        groups.setdefault((by_teacher, backend), []).append((seed, task_id))
+    shards = [
+        (f"{prefix(by_teacher, backend)}-{i:05d}", by_teacher, backend, shard)
+        for (by_teacher, backend), group in groups.items()
+        for i, shard in enumerate(shards_of(group, config.shard_size))
+    ]
+    batch: list[tuple[str, list[str]]] = []
+    for n, (name, _, _, shard) in enumerate(shards, start=1):
+        if not shard_complete(shard_path(root, round_id, name)):
+            batch.append((name, shard))
+        if n == len(shards) or sum(len(s) for _, s in batch) >= SPEC_BATCH:
+            _write_manifests(tasks, root, round_id, batch)
+            batch = []
     return [
         ShardJob(
             name=name,
-            policy="scripted" if by_teacher else config.policy,
+            policy=TEACHER if by_teacher else config.policy,
             backend=backend,
             tasks=len(shard),
             by_teacher=by_teacher,

@@ -152,6 +152,12 @@ class RoundSettings(Section):
         description="with an LLM policy (openai, champion): share of the round's tasks the "
         "scripted teacher collects instead, so a weak model still leaves data to learn from",
     )
+    correct_failures: bool = Field(
+        default=False,
+        description="with an LLM policy (openai, champion): the scripted teacher collects "
+        "again each task the model failed, so the version gains a correct demonstration "
+        "where the model errs",
+    )
     bfcl_share: float = Field(
         default=0.0,
         ge=0,

@@ -183,7 +183,8 @@ Measured with `flywheel bench curation` (200,000 trajectories): with every insta
 curate → export peaked at 2.72-2.84 GB against 2.33-2.36 GB, since the export's workers
 read their chunks (0.5-0.7 s each) one after another; with 0.05 s the curation's
 partitions (reads of about 75 ms, 100 of them) lost most of the gain; with 0.25 s,
-2.41-2.52 GB."""
+2.41-2.52 GB. jemalloc told to return freed pages at once (``DUCKDB_JE_MALLOC_CONF`` with
+no decay) kept the peak at 2.35 GB but took 67.5 s against about 54."""
 _LOCK = threading.Lock()
 """Guards the instances and the count of operations using each attached file."""
 _KEEPERS: dict[bool, duckdb.DuckDBPyConnection] = {}

@@ -292,6 +292,12 @@ class TrajectoryStore(Protocol):
         """How many trajectories a round has stored."""
         ...
 
+    def failed_tasks(self, round_id: str, teacher: str) -> list[str]:
+        """Ids of the round's tasks its collecting policy failed, in id order: an episode
+        by a policy other than ``teacher`` (a recorded policy name) ended as a failure,
+        and none such succeeded (a backend error is the backend's, not the policy's)."""
+        ...
+
     def fingerprints(self, round_id: str) -> list[tuple[str, str]]:
         """``(trajectory id, task fingerprint)`` of every trajectory of a round, in
         storage order (the order shards were ingested)."""

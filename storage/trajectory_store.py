@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from contract import TRUSTED_IDS, TaskSpec, Trajectory
+from contract import TRUSTED_IDS, Outcome, TaskSpec, Trajectory
 from storage import ingest, round_facts
 from storage.bulk import gc_paused
 from storage.connection import CatalogFile
@@ -83,6 +83,16 @@ class DuckDBTrajectoryStore:
     def count(self, round_id: str) -> int:
         with self._file.read() as con:
             return scalar(con, "SELECT count(*) FROM trajectories WHERE round_id = ?", [round_id])
+
+    def failed_tasks(self, round_id: str, teacher: str) -> list[str]:
+        with self._file.read() as con:
+            rows = con.execute(
+                "SELECT task_id FROM trajectories WHERE round_id = ? AND policy <> ? "
+                "GROUP BY task_id HAVING bool_or(outcome = ?) AND NOT bool_or(outcome = ?) "
+                "ORDER BY task_id",
+                [round_id, teacher, Outcome.FAILURE.value, Outcome.SUCCESS.value],
+            ).fetchall()
+        return [task_id for (task_id,) in rows]
 
     def fingerprints(self, round_id: str) -> list[tuple[str, str]]:
         with self._file.read() as con:

@@ -41,6 +41,7 @@ def test_two_turns_close_the_loop(prefect_api_url: str, tmp_path: Path) -> None:
             "10",
             "--champion-tasks",
             "3",
+            "--correct-failures",
             *TINY_TRAINING,
             **settings,
         )
@@ -68,6 +69,17 @@ def test_two_turns_close_the_loop(prefect_api_url: str, tmp_path: Path) -> None:
     by_policy = Counter(t.metadata.policy.name for t in collected)
     assert by_policy["openai"] > 0 and by_policy["scripted"] > 0
     assert len({t.task.id for t in collected if t.metadata.policy.name == "openai"}) == 3
+    # --correct-failures: each task the champion failed was collected again by the
+    # teacher, in a correction shard (the teacher's share takes other tasks).
+    failed = {
+        t.task.id
+        for t in collected
+        if t.metadata.policy.name == "openai" and t.metadata.outcome == "failure"
+    }
+    taught = {t.task.id for t in collected if t.metadata.policy.name == "scripted"}
+    assert failed and failed <= taught
+    shards = tmp_path / "rounds" / second["round_id"] / "shards"
+    assert list(shards.glob("correction-*.parquet"))
     assert by_policy.total() == second["trajectories"]
     assert all(
         t.metadata.policy.model == first["model_id"]

@@ -172,6 +172,42 @@ def test_a_round_with_the_openai_policy_keeps_failures_and_secrets_out(
     assert secret not in _server_records(prefect_api_url, out["flow_run_id"])
 
 
+@pytest.mark.slow
+def test_the_teacher_collects_again_what_the_model_failed(
+    prefect_api_url: str, tmp_path: Path
+) -> None:
+    """``[round] correct_failures``: a model that finishes at once fails its tasks; the
+    scripted teacher collects each of them again in a shard of its own, and what it got
+    right is what the round approves. Run again, the round collects nothing twice."""
+    from tests.fakes.chat_server import ScriptedChatServer
+
+    args = ("--tasks", "12", "--policy", "openai", "--backend-fault-rate", "0")
+    with ScriptedChatServer() as server:  # every reply: finish
+        env = {
+            "FLYWHEEL_POLICY__BASE_URL": server.base_url,
+            "FLYWHEEL_POLICY__MODEL": "planner-fake",
+            "FLYWHEEL_ROUND__CORRECT_FAILURES": "true",
+            "FLYWHEEL_EPISODE__FAULT_RATE": "0",
+        }
+        out = run_round(tmp_path, prefect_api_url, *args, **env)
+        again = run_round(tmp_path, prefect_api_url, *args, **env)
+    with Catalog.open(tmp_path / "catalog.duckdb", read_only=True) as catalog:
+        trajectories = catalog.trajectories.of_round(out["round_id"])
+    by_model = [t for t in trajectories if t.metadata.policy.name == "openai"]
+    by_teacher = [t for t in trajectories if t.metadata.policy.name == "scripted"]
+    failed = {t.task.id for t in by_model if t.metadata.outcome == "failure"}
+    assert len(by_model) == 12 and len(failed) >= 10
+    assert sorted(t.task.id for t in by_teacher) == sorted(failed)
+    shards = {p.stem for p in (tmp_path / "rounds" / out["round_id"] / "shards").glob("*.parquet")}
+    assert any(s.startswith("correction-") for s in shards)
+    assert out["counts"]["collected"] == len(trajectories) == len(by_model) + len(by_teacher)
+    succeeded = sum(t.metadata.outcome == "success" for t in by_teacher)
+    assert 0 < out["counts"]["approved"] <= succeeded
+    assert out["dataset_version"] is not None
+    assert again["round_id"] == out["round_id"]
+    assert again["counts"]["collected"] == out["counts"]["collected"]
+
+
 def _server_records(api: str, flow_run_id: str) -> str:
     """The flow run, its task runs and logs as the Prefect server holds them."""
     from prefect import get_client

@@ -32,7 +32,7 @@ def test_the_scripted_policy_needs_no_teacher() -> None:
 def test_a_round_without_a_teacher_keeps_the_id_it_had_before_the_share_existed() -> None:
     config = _config("scripted", 0.0)
     later_fields = {"teacher_share", "devices", "gui_agent", "gui_model", "bfcl_share"}
-    later_fields |= {"simulated_share"}
+    later_fields |= {"simulated_share", "correct_failures"}
     earlier = config.model_dump(mode="json", exclude=later_fields)
     assert config.round_id() == "round-" + content_hash(earlier, 12)
     assert _config("openai", 0.5).round_id() != _config("openai", 0.0).round_id()
