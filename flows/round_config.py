@@ -143,9 +143,10 @@ def resolve_config(
         policy=chosen_policy,
         model=_model_of(chosen_policy, settings),
         teacher_share=settings.round.teacher_share if teacher_share is None else teacher_share,
-        correct_failures=(
-            settings.round.correct_failures if correct_failures is None else correct_failures
-        ),
+        # Only a model's failures are corrected: for the scripted policy the setting would
+        # change the round's id (and its data's ids) and nothing else.
+        correct_failures=chosen_policy != "scripted"
+        and (settings.round.correct_failures if correct_failures is None else correct_failures),
         devices=devices or settings.devices.route,
         gui_agent=settings.devices.gui_agent,
         gui_model=(

@@ -138,3 +138,5 @@ def test_the_setting_reaches_the_round_and_changes_its_id() -> None:
     assert on.correct_failures and not off.correct_failures
     assert on.round_id() != off.round_id()
     assert resolve_config(settings, tasks=6, policy="openai", correct_failures=False) == off
+    scripted = resolve_config(settings, tasks=6, policy="scripted")
+    assert scripted == resolve_config(FlywheelSettings(), tasks=6, policy="scripted")
