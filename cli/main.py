@@ -563,14 +563,8 @@ def bench_loop(
     """The loop itself: per turn, minutes, dataset size, SFT rows and epochs, informative
     RL groups, and the champion's development Overall on seen and unseen templates."""
     from bench.loop import loop_json, loop_table, run_loop_benchmark
-    from training.settings import BUILT_BASES, parse_assignments
 
-    if base not in BUILT_BASES:
-        raise InvalidInputError("base", f"unknown value {base!r}", BUILT_BASES)
-    values = parse_assignments(assignments or [])
-    unknown = sorted(set(values) - {"sft", "rl"})
-    if unknown:
-        raise InvalidInputError("--set", f"{unknown[0]}: the benchmark sets sft.* and rl.*")
+    values = _trainer_assignments(base, assignments)
     figures = run_loop_benchmark(
         rounds,
         tasks,
@@ -581,6 +575,42 @@ def bench_loop(
         rl=values.get("rl"),
     )
     typer.echo(loop_json(figures) if as_json else loop_table(figures))
+
+
+@bench_app.command("seeds")
+def bench_seeds(
+    seeds: Annotated[int, typer.Option(min=2, max=20, help="training seeds: 0 to N-1")] = 3,
+    tasks: Annotated[int, typer.Option(min=10, help="tasks in the round")] = 2000,
+    dev_tasks: Annotated[int, typer.Option(min=1, help="development tasks")] = 240,
+    base: Annotated[str, typer.Option(metavar=choices(BUILT_BASES), help="the base")] = "nano",
+    assignments: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="a trainer parameter, e.g. sft.epochs=2 (repeatable)"),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """One round's version trained under several seeds: how far apart one recipe's models
+    land (seen Overall's spread, tasks every seed solves, the gate on a retrain)."""
+    from bench.seeds import run_seeds_benchmark, seeds_json, seeds_table
+
+    values = _trainer_assignments(base, assignments)
+    figures = run_seeds_benchmark(
+        seeds, tasks, dev_tasks=dev_tasks, base=base, sft=values.get("sft"), rl=values.get("rl")
+    )
+    typer.echo(seeds_json(figures) if as_json else seeds_table(figures))
+
+
+def _trainer_assignments(base: str, assignments: list[str] | None) -> dict[str, Any]:
+    """A benchmark's ``--base`` checked and its ``--set sft.*`` / ``rl.*`` parsed."""
+    from training.settings import BUILT_BASES, parse_assignments
+
+    if base not in BUILT_BASES:
+        raise InvalidInputError("base", f"unknown value {base!r}", BUILT_BASES)
+    values = parse_assignments(assignments or [])
+    unknown = sorted(set(values) - {"sft", "rl"})
+    if unknown:
+        raise InvalidInputError("--set", f"{unknown[0]}: the benchmark sets sft.* and rl.*")
+    return values
 
 
 @bench_app.command("round")

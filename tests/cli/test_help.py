@@ -28,6 +28,7 @@ FREE_TEXT = {
     ("loop", "--set"),
     ("tasks strength", "--template"),
     ("bench loop", "--set"),
+    ("bench seeds", "--set"),
     ("datasets export", "--push-to-hub"),
     ("gate status", "--round"),
     ("gate sync", "--round"),
@@ -72,6 +73,7 @@ def test_every_option_of_fixed_values_lists_them() -> None:
             inspect.signature(loop.fn).parameters["collect_with"].annotation
         ),
         ("bench loop", "--base"): settings.BUILT_BASES,
+        ("bench seeds", "--base"): settings.BUILT_BASES,
         ("datasets export", "--format"): export.FORMATS,
         ("eval", "--suite"): (SUITE,),
         ("eval", "--policy"): get_args(PolicyName),
