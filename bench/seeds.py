@@ -7,7 +7,8 @@ values are swapped, and RL's samples) and evaluates each model on the same devel
 set. Reported per seed: the development Overall on the seen and unseen templates, the
 seen part per capability, SFT epochs, the share of informative RL groups, minutes. Across
 the seeds: the seen Overall's mean, standard deviation and range; how many seen
-development tasks every seed's model solved, some solved and none solved; and what the
+development tasks every seed's model solved, some solved and none solved; the seen
+templates whose draws the seeds solved in different numbers; and what the
 promotion gate (the deployment settings' rule) says of each later seed's model against
 the first seed's as the champion.
 
@@ -161,8 +162,35 @@ def seed_spread(
             "some": sum(0 < n < len(reports) for n in times),
             "none": sum(n == 0 for n in times),
         },
+        "unsettled_templates": _unsettled_templates(tasks, solved),
         "gate_against_first": gate,
     }
+
+
+def _unsettled_templates(
+    tasks: Sequence[TaskSpec], solved: Sequence[set[str]]
+) -> list[dict[str, Any]]:
+    """The seen templates whose development tasks the seeds' models solved in different
+    numbers, most draws first: each with its capability, its draws and the tasks each
+    seed solved. One template's draws succeed or fail together more often than not, so
+    these are where the seeds' Overall differs."""
+    draws: dict[str, list[TaskSpec]] = {}
+    for task in tasks:
+        if part_of(task) == "seen":
+            draws.setdefault(task.template or "-", []).append(task)
+    rows = []
+    for template, drawn in draws.items():
+        counts = [sum(t.fingerprint in s for t in drawn) for s in solved]
+        if len(set(counts)) > 1:
+            rows.append(
+                {
+                    "template": template,
+                    "capability": drawn[0].capabilities[0].value,
+                    "draws": len(drawn),
+                    "solved": counts,
+                }
+            )
+    return sorted(rows, key=lambda row: (-row["draws"], row["template"]))
 
 
 def _scores(report: FeedbackReport) -> dict[str, Any]:
@@ -218,8 +246,12 @@ def seeds_table(figures: Mapping[str, Any]) -> str:
         f"range {seen['min']:.3f} to {seen['max']:.3f}",
         f"seen tasks ({counts['of']}): solved by every seed {counts['every']}, by some "
         f"{counts['some']}, by none {counts['none']}",
-        "the gate on each later seed's model, the first seed's as champion:",
+        "seen templates the seeds solved differently (draws: solved per seed):",
     ]
+    for row in figures["unsettled_templates"]:
+        solved = ", ".join(str(n) for n in row["solved"])
+        lines.append(f"  {row['template']} ({row['capability']}) {row['draws']}: {solved}")
+    lines.append("the gate on each later seed's model, the first seed's as champion:")
     for run, gate in zip(figures["runs"][1:], figures["gate_against_first"], strict=True):
         gain = "-" if gate["gain"] is None else f"{gate['gain']:+.3f}"
         interval = "-" if gate["low"] is None else f"[{gate['low']:+.3f}, {gate['high']:+.3f}]"

@@ -85,6 +85,19 @@ def test_the_spread_counts_seen_tasks_by_how_many_seeds_solved_them() -> None:
     }
     assert spread["seen"]["sd"] > 0
     assert len(spread["gate_against_first"]) == 2
+    templates = {t.fingerprint: t.template for t in TASKS}
+    expected = {}
+    for template in {templates[fp] for fp in SEEN}:
+        draws = [fp for fp in SEEN if templates[fp] == template]
+        counts = [sum(fp in solved for fp in draws) for solved in (first, second, third)]
+        if len(set(counts)) > 1:
+            expected[template] = (len(draws), counts)
+    unsettled = spread["unsettled_templates"]
+    assert expected  # the three reports differ on some template
+    assert {row["template"]: (row["draws"], row["solved"]) for row in unsettled} == expected
+    assert [row["draws"] for row in unsettled] == sorted(
+        (row["draws"] for row in unsettled), reverse=True
+    )
 
 
 def test_the_gate_keeps_a_same_model_and_promotes_a_clearly_better_one() -> None:
@@ -96,6 +109,7 @@ def test_the_gate_keeps_a_same_model_and_promotes_a_clearly_better_one() -> None
     assert same["gain"] == 0.0 and not same["promote"]
     assert same["low"] <= 0.0 <= same["high"]
     assert stronger["gain"] > 0.5 and stronger["low"] > 0.0 and stronger["promote"]
+    assert all(row["solved"][0] == row["solved"][1] for row in spread["unsettled_templates"])
     assert spread["seen"]["min"] < spread["seen"]["max"]
 
 
