@@ -172,8 +172,8 @@ def _unsettled_templates(
 ) -> list[dict[str, Any]]:
     """The seen templates whose development tasks the seeds' models solved in different
     numbers, most draws first: each with its capability, its draws and the tasks each
-    seed solved. One template's draws succeed or fail together more often than not, so
-    these are where the seeds' Overall differs."""
+    seed solved: where the seeds' Overall differs, and by how much a template's draws
+    weigh in it."""
     draws: dict[str, list[TaskSpec]] = {}
     for task in tasks:
         if part_of(task) == "seen":
