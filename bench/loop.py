@@ -13,7 +13,6 @@ Figures, never pass or fail: the README's "The nano base" gives the measured one
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from bench.machine import cpu_seconds
+from bench.report import cell
 from flows.environment import scoped_environ
 from flows.settings import load_settings
 from training.settings import NANO, RlSettings, SftSettings
@@ -116,21 +116,9 @@ def loop_table(figures: Mapping[str, Any]) -> str:
         " | ".join(COLUMNS),
     ]
     for turn in figures["turns"]:
-        lines.append(" | ".join(_shown(turn.get(column)) for column in COLUMNS))
+        lines.append(" | ".join(cell(turn.get(column)) for column in COLUMNS))
     lines += ["", "seen-templates success per capability:"]
     for turn in figures["turns"]:
         scores = ", ".join(f"{c} {v:.3f}" for c, v in sorted(turn["seen_scores"].items()))
         lines.append(f"  turn {turn['turn']}: {scores or '-'}")
     return "\n".join(lines)
-
-
-def loop_json(figures: Mapping[str, Any]) -> str:
-    return json.dumps(figures, indent=2, sort_keys=True)
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)

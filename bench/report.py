@@ -4,6 +4,7 @@ as the text a person reads."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -38,3 +39,17 @@ def json_ready(value: Any) -> Any:
     if isinstance(value, PurePath):
         return str(value)
     return value
+
+
+def figures_json(figures: Any) -> str:
+    """A benchmark's figures as indented JSON, keys sorted."""
+    return json.dumps(figures, indent=2, sort_keys=True)
+
+
+def cell(value: Any) -> str:
+    """One value of a text table: ``-`` for None, a float to three decimals."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)

@@ -21,7 +21,6 @@ Figures, never pass or fail: the README's "The nano base" gives the measured one
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import tempfile
@@ -31,6 +30,7 @@ from typing import Any, cast
 
 from bench.loop import NANO_RL
 from bench.machine import cpu_seconds
+from bench.report import cell
 from contract import FeedbackReport, TaskSpec
 from envs.sandbox.templates.development import Part, part_of
 from flows.environment import scoped_environ
@@ -227,7 +227,7 @@ def seeds_table(figures: Mapping[str, Any]) -> str:
         capabilities = ", ".join(f"{c} {v:.3f}" for c, v in sorted(run["seen_scores"].items()))
         lines.append(
             " | ".join(
-                _shown(run[key])
+                cell(run[key])
                 for key in (
                     "seed",
                     "minutes",
@@ -251,6 +251,8 @@ def seeds_table(figures: Mapping[str, Any]) -> str:
     for row in figures["unsettled_templates"]:
         solved = ", ".join(str(n) for n in row["solved"])
         lines.append(f"  {row['template']} ({row['capability']}) {row['draws']}: {solved}")
+    if not figures["unsettled_templates"]:
+        lines.append("  none")
     lines.append("the gate on each later seed's model, the first seed's as champion:")
     for run, gate in zip(figures["runs"][1:], figures["gate_against_first"], strict=True):
         gain = "-" if gate["gain"] is None else f"{gate['gain']:+.3f}"
@@ -260,15 +262,3 @@ def seeds_table(figures: Mapping[str, Any]) -> str:
             f"{'promote' if gate['promote'] else 'keep'}"
         )
     return "\n".join(lines)
-
-
-def seeds_json(figures: Mapping[str, Any]) -> str:
-    return json.dumps(figures, indent=2, sort_keys=True)
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)

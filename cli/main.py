@@ -94,6 +94,13 @@ DifficultyOpt = Annotated[Difficulty | None, typer.Option(help="only this diffic
 SplitOpt = Annotated[Split | None, typer.Option(help="train or dev (held out)")]
 CountOpt = Annotated[int, typer.Option("--n", min=0, help="how many")]
 SeedOpt = Annotated[int, typer.Option(min=0, help="random seed")]
+BenchBaseOpt = Annotated[
+    str, typer.Option(metavar=choices(BUILT_BASES), help="the base the benchmark trains")
+]
+TrainerSetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="a trainer parameter, e.g. sft.epochs=2 (repeatable)"),
+]
 POLICY_HELP = "who collects: champion is the model server's"
 POLICY_CHOICES = choices(get_args(PolicyName))
 
@@ -553,16 +560,14 @@ def bench_loop(
             min=1, help="development tasks: the gate resolves a turn's gain on the seen part"
         ),
     ] = 240,
-    base: Annotated[str, typer.Option(metavar=choices(BUILT_BASES), help="the base")] = "nano",
-    assignments: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="a trainer parameter, e.g. sft.epochs=2 (repeatable)"),
-    ] = None,
+    base: BenchBaseOpt = "nano",
+    assignments: TrainerSetOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """The loop itself: per turn, minutes, dataset size, SFT rows and epochs, informative
     RL groups, and the champion's development Overall on seen and unseen templates."""
-    from bench.loop import loop_json, loop_table, run_loop_benchmark
+    from bench.loop import loop_table, run_loop_benchmark
+    from bench.report import figures_json
 
     values = _trainer_assignments(base, assignments)
     figures = run_loop_benchmark(
@@ -574,7 +579,7 @@ def bench_loop(
         sft=values.get("sft"),
         rl=values.get("rl"),
     )
-    typer.echo(loop_json(figures) if as_json else loop_table(figures))
+    typer.echo(figures_json(figures) if as_json else loop_table(figures))
 
 
 @bench_app.command("seeds")
@@ -582,22 +587,20 @@ def bench_seeds(
     seeds: Annotated[int, typer.Option(min=2, max=20, help="training seeds: 0 to N-1")] = 3,
     tasks: Annotated[int, typer.Option(min=10, help="tasks in the round")] = 2000,
     dev_tasks: Annotated[int, typer.Option(min=1, help="development tasks")] = 240,
-    base: Annotated[str, typer.Option(metavar=choices(BUILT_BASES), help="the base")] = "nano",
-    assignments: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="a trainer parameter, e.g. sft.epochs=2 (repeatable)"),
-    ] = None,
+    base: BenchBaseOpt = "nano",
+    assignments: TrainerSetOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """One round's version trained under several seeds: how far apart one recipe's models
     land (seen Overall's spread, tasks every seed solves, the gate on a retrain)."""
-    from bench.seeds import run_seeds_benchmark, seeds_json, seeds_table
+    from bench.report import figures_json
+    from bench.seeds import run_seeds_benchmark, seeds_table
 
     values = _trainer_assignments(base, assignments)
     figures = run_seeds_benchmark(
         seeds, tasks, dev_tasks=dev_tasks, base=base, sft=values.get("sft"), rl=values.get("rl")
     )
-    typer.echo(seeds_json(figures) if as_json else seeds_table(figures))
+    typer.echo(figures_json(figures) if as_json else seeds_table(figures))
 
 
 def _trainer_assignments(base: str, assignments: list[str] | None) -> dict[str, Any]:
