@@ -31,7 +31,7 @@ from typing import Any, cast
 from bench.loop import NANO_RL
 from bench.machine import cpu_seconds
 from bench.report import cell
-from contract import FeedbackReport, TaskSpec
+from contract import FeedbackReport, FlywheelError, TaskSpec
 from envs.sandbox.templates.development import Part, part_of
 from flows.environment import scoped_environ
 from flows.settings import catalog_path, load_settings
@@ -55,6 +55,7 @@ def run_seeds_benchmark(
     """One round of ``tasks`` tasks (seeded ``round_seed``) on a fresh state folder, then
     the trainer on its version with seeds ``0 .. seeds-1``; the figures (module
     docstring). ``api``: the Prefect server's API (None: the usual state folder's)."""
+    from flows.deployment import promotion_rule
     from flows.round import flywheel_round
     from flows.servers import prefect_api, resolve_prefect_api
     from flows.trainer import trainer  # torch and TRL load only here
@@ -75,7 +76,9 @@ def run_seeds_benchmark(
             summary = flywheel_round(tasks=tasks, seed=round_seed)
             dataset_id = summary.dataset_version
             if dataset_id is None:
-                raise RuntimeError(f"round {summary.round_id} froze no dataset version")
+                raise FlywheelError(
+                    f"round {summary.round_id} froze no dataset version: nothing to train on"
+                )
             for seed in range(seeds):
                 run_cpu, run_started = cpu_seconds(), time.perf_counter()
                 trained = train(
@@ -100,11 +103,7 @@ def run_seeds_benchmark(
         with Catalog.open(catalog_path(settings.home), read_only=True) as catalog:
             reports = [catalog.feedback.get(run["feedback_id"]) for run in runs]
             development = development_tasks(catalog)
-        rule = PromotionRule(
-            min_overall_gain=settings.deployment.min_overall_gain,
-            max_capability_drop=settings.deployment.max_capability_drop,
-            min_interval_low=settings.deployment.min_interval_low,
-        )
+        rule = promotion_rule(settings.deployment)
         wall, cpu = time.perf_counter() - started, cpu_seconds() - cpu
     for run, report in zip(runs, reports, strict=True):
         run.update(_scores(report))

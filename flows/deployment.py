@@ -51,7 +51,13 @@ from contract import (
 )
 from flows.endpoint import Served, serve_model
 from flows.servers.model import ModelServer
-from flows.settings import ApprovalMode, FlywheelSettings, catalog_path, load_settings
+from flows.settings import (
+    ApprovalMode,
+    DeploymentSettings,
+    FlywheelSettings,
+    catalog_path,
+    load_settings,
+)
 from serving.client import ServingError
 from storage import Catalog, ModelRegistry
 from training.comparison import Harness, capability_rows, report_for
@@ -115,12 +121,8 @@ def deployment(
     MODEL_REF.check("model", model)
     settings = load_settings()
     section = settings.deployment
-    rule = PromotionRule(
-        min_overall_gain=section.min_overall_gain if min_overall_gain is None else min_overall_gain,
-        max_capability_drop=(
-            section.max_capability_drop if max_capability_drop is None else max_capability_drop
-        ),
-        min_interval_low=section.min_interval_low,
+    rule = promotion_rule(
+        section, min_overall_gain=min_overall_gain, max_capability_drop=max_capability_drop
     )
     record = run_deployment(
         settings,
@@ -131,6 +133,23 @@ def deployment(
         reevaluate=reevaluate,
     )
     return record.model_dump(mode="json")
+
+
+def promotion_rule(
+    section: DeploymentSettings,
+    *,
+    min_overall_gain: float | None = None,
+    max_capability_drop: float | None = None,
+) -> PromotionRule:
+    """The gate's rule from the ``[deployment]`` settings, a bound given here in place of
+    the setting's."""
+    return PromotionRule(
+        min_overall_gain=section.min_overall_gain if min_overall_gain is None else min_overall_gain,
+        max_capability_drop=(
+            section.max_capability_drop if max_capability_drop is None else max_capability_drop
+        ),
+        min_interval_low=section.min_interval_low,
+    )
 
 
 def run_deployment(
