@@ -605,7 +605,7 @@ def bench_seeds(
 
 def _trainer_assignments(base: str, assignments: list[str] | None) -> dict[str, Any]:
     """A benchmark's ``--base`` checked and its ``--set sft.*`` / ``rl.*`` parsed."""
-    from training.settings import BUILT_BASES, parse_assignments
+    from training.settings import parse_assignments
 
     if base not in BUILT_BASES:
         raise InvalidInputError("base", f"unknown value {base!r}", BUILT_BASES)

@@ -249,7 +249,8 @@ def shard_prefix(by_teacher: bool, backend: BackendName) -> str:
 
 def correction_prefix(by_teacher: bool, backend: BackendName) -> str:
     """A correction shard's name before its number: ``correction`` (``correction-device``,
-    ...): the teacher collecting again what the round's policy failed."""
+    ...): the teacher collecting again what the round's policy failed. Every correction
+    shard is the teacher's, so ``by_teacher`` (``shard_prefix``'s signature) is not read."""
     return "correction" if backend == "sandbox" else f"correction-{_BACKEND_PREFIX[backend]}"
 
 
