@@ -34,12 +34,28 @@ class SubAgent:
     handler: Callable[[ToolContext, dict[str, Any]], JsonValue]
 
 
+GUI_APPS = (
+    "parking",
+    "bank",
+    "gym",
+    "airline",
+    "transit",
+    "cinema",
+    "library",
+    "pharmacy",
+    "podcasts",
+    "weather",
+)
+"""Apps with no API: only the GUI agent can reach their permissions, screens and options."""
+GUI_PERMISSIONS = ("location", "notifications", "camera", "microphone", "contacts", "photos")
+GUI_OPTIONS = ("dark_mode", "auto_renew", "offline_mode", "autoplay", "data_saver")
+
+
 def seed_subagents(state: Collections, rng: random.Random) -> None:
-    apps = ("parking", "bank", "gym", "airline", "transit")
     state[PERMISSIONS] = {
         f"{a}:{p}": {"id": f"{a}:{p}", "app": a, "permission": p, "granted": False}
-        for a in apps
-        for p in ("location", "notifications", "camera")
+        for a in GUI_APPS
+        for p in GUI_PERMISSIONS
     }
     code = rng.randrange(100_000, 999_999)
     state[SCREENS] = {
@@ -58,8 +74,8 @@ def seed_subagents(state: Collections, rng: random.Random) -> None:
     }
     state[OPTIONS] = {
         f"{a}:{o}": {"id": f"{a}:{o}", "app": a, "option": o, "enabled": False}
-        for a in apps
-        for o in ("dark_mode", "auto_renew", "offline_mode")
+        for a in GUI_APPS
+        for o in GUI_OPTIONS
     }
     state[KNOWLEDGE] = {
         "k-1": {

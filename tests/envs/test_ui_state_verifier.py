@@ -18,6 +18,7 @@ from contract import (
 )
 from envs.backend import PrivilegedEvidence
 from envs.sandbox import MobileSandbox
+from envs.sandbox.subagents import GUI_APPS, GUI_PERMISSIONS
 from envs.sandbox.templates.catalog import instantiate, template_named
 from envs.screen import PERMISSIONS, permission_id, render_gui_world
 from envs.verification import verify
@@ -108,7 +109,7 @@ def test_a_task_without_ui_state_checks_shows_no_screen() -> None:
 def test_exists_needs_a_selected_element_with_the_attributes() -> None:
     assert _check(GRANTED, _screen(camera=True))[0] is True
     assert _check(GRANTED, _screen())[0] is False
-    missing = UIStateCheck(xpath="//*[@id='perm:transit:microphone']")
+    missing = UIStateCheck(xpath="//*[@id='perm:transit:heart_rate']")
     met, info = _check(missing, _screen())
     assert met is False
     assert info == {"selected": 0, "matching": 0, "elements": []}
@@ -119,12 +120,13 @@ def test_exactly_one_counts_the_matching_elements() -> None:
     one = UIStateCheck(xpath=transit, attributes={"checked": "true"}, expect="exactly_one")
     met, info = _check(one, _screen(camera=True))
     assert met is True
-    assert (info["selected"], info["matching"]) == (3, 1)
-    assert len(info["elements"]) == 3
+    shown = min(len(GUI_PERMISSIONS), 5)
+    assert (info["selected"], info["matching"]) == (len(GUI_PERMISSIONS), 1)
+    assert len(info["elements"]) == shown
     assert _check(one, _screen(camera=True, location=True))[0] is False
     assert _check(one, _screen())[0] is False
     any_toggle = UIStateCheck(xpath=transit, expect="exactly_one")
-    assert _check(any_toggle, _screen())[0] is False  # three selected, no attributes asked
+    assert _check(any_toggle, _screen())[0] is False  # several selected, no attributes asked
 
 
 def test_absent_is_met_when_nothing_matches() -> None:
@@ -133,7 +135,7 @@ def test_absent_is_met_when_nothing_matches() -> None:
     )
     assert _check(not_granted, _screen())[0] is True
     assert _check(not_granted, _screen(camera=True))[0] is False
-    no_such = UIStateCheck(xpath="//*[@id='perm:transit:microphone']", expect="absent")
+    no_such = UIStateCheck(xpath="//*[@id='perm:transit:heart_rate']", expect="absent")
     assert _check(no_such, _screen())[0] is True
     assert _check(UIStateCheck(xpath="//toggle", expect="absent"), _screen())[0] is False
 
@@ -143,7 +145,7 @@ def test_attributes_are_compared_as_text() -> None:
         xpath="//toggle", attributes={"text": "camera", "checked": "false"}, expect="exists"
     )
     met, info = _check(by_text, _screen())
-    assert met is True and info["matching"] == 5  # one camera toggle per app
+    assert met is True and info["matching"] == len(GUI_APPS)  # one camera toggle per app
     shouting = UIStateCheck(xpath=f"//*[@id='{CAMERA}']", attributes={"checked": "TRUE"})
     assert _check(shouting, _screen(camera=True))[0] is False
 

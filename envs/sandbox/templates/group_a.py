@@ -101,6 +101,12 @@ def _knowledge(title: str, body: str) -> StatePatch:
 NEW_EVENT_TITLES = ["Haircut", "Car service", "Pilates class", "Piano recital", "Vet visit"]
 NEW_ALARM_TIMES = ["05:30", "06:15", "06:45", "07:45", "08:30"]
 ALARM_LABELS = ["Gym", "Take medicine", "Call mum", "Water the plants"]
+ROUTINE_ALARM_TIMES = [
+    hhmm(m) for m in range(5 * 60, 10 * 60, 5) if hhmm(m) not in SEEDED_ALARM_TIMES
+]
+"""Times a remembered or routine alarm may be at: every five minutes from 05:00 to 09:55,
+clear of the seeded alarms. Wide, so that a template's held-out draws are many."""
+WAKE_UP_HABITS = ["on weekdays", "on workdays", "every morning", "during the week"]
 PERSONAL = "@example.com"
 """Contacts' addresses end with this; businesses use other domains."""
 MESSAGES_TO_REPLY = [
@@ -573,11 +579,12 @@ def ride_to_upcoming_event(world: Collections, p: Params) -> Draft:
 
 @templates.template([Capability.MEMORY, TOOL], EASY, ["clock"], ordered=True)
 def wake_up_alarm_from_memory(world: Collections, p: Params) -> Draft:
-    time = p.pick("time", NEW_ALARM_TIMES)
+    time = p.pick("time", ROUTINE_ALARM_TIMES)
+    habit = p.pick("habit", WAKE_UP_HABITS)
     key = "user.wake_up_time"
     return Draft(
         goal='Set an alarm labelled "Wake up" for my usual wake-up time.',
-        setup=[_memory(key, f"usually wakes up at {time} on weekdays")],
+        setup=[_memory(key, f"usually wakes up at {time} {habit}")],
         plan=[
             MemoryRead(key=key),
             ToolCall(tool="set_alarm", arguments={"time": time, "label": "Wake up"}),
@@ -696,8 +703,8 @@ def favourite_restaurant_dinner(world: Collections, p: Params) -> Draft:
 
 @templates.template([Capability.SKILLS, TOOL], EASY, ["clock"], ordered=True)
 def bedtime_routine_skill(world: Collections, p: Params) -> Draft:
-    time = p.pick("time", NEW_ALARM_TIMES)
-    mins = p.pick("minutes", [10, 15, 20, 30])
+    time = p.pick("time", ROUTINE_ALARM_TIMES)
+    mins = p.pick("minutes", list(range(5, 50, 5)))
     name = "bedtime_routine"
     skill = _skill(
         name,
@@ -723,24 +730,31 @@ def bedtime_routine_skill(world: Collections, p: Params) -> Draft:
     )
 
 
+AGENDA_FOLDERS = ["work", "personal"]
+AGENDA_PREFIXES = ["Agenda", "Day plan", "Schedule", "Itinerary"]
+"""No prefix is inside another, so a note titled with the wrong one fails the check."""
+
+
 @templates.template([Capability.SKILLS, TOOL], MEDIUM, ["calendar", "notes"], ordered=True)
 def agenda_note_skill(world: Collections, p: Params) -> Draft:
     busy = sorted({e["date"] for e in rows(world, "calendar.events") if e["date"] >= WORLD_DATE})
     date = p.pick("date", busy)
+    folder = p.pick("folder", AGENDA_FOLDERS)
+    prefix = p.pick("title_prefix", AGENDA_PREFIXES)
     events = sorted(
         (e for e in rows(world, "calendar.events") if e["date"] == date),
         key=lambda e: e["start"],
     )
     name = "daily_agenda_note"
-    title = f"Agenda {date}"
+    title = f"{prefix} {date}"
     body = "\n".join(f"{e['start']} {e['title']}" for e in events)
     skill = _skill(
         name,
-        "Write the agenda of one day into a work note.",
+        f"Write the agenda of one day into a {folder} note.",
         [
             "list_events for the day the user names",
-            "create_note titled 'Agenda YYYY-MM-DD' in the work folder, one line per event "
-            "with its start time and title",
+            f"create_note titled '{prefix} YYYY-MM-DD' in the {folder} folder, one line per "
+            "event with its start time and title",
         ],
     )
     return Draft(
@@ -750,7 +764,7 @@ def agenda_note_skill(world: Collections, p: Params) -> Draft:
             SkillLoad(name=name),
             ToolCall(tool="list_events", arguments={"date": date}),
             ToolCall(
-                tool="create_note", arguments={"title": title, "body": body, "folder": "work"}
+                tool="create_note", arguments={"title": title, "body": body, "folder": folder}
             ),
         ],
         checks=[
@@ -762,7 +776,7 @@ def agenda_note_skill(world: Collections, p: Params) -> Draft:
                 collection="notes.notes",
                 where=(
                     Condition(field="title", op="icontains", value=title),
-                    Condition(field="folder", value="work"),
+                    Condition(field="folder", value=folder),
                     Condition(field="body", value=body),
                 ),
                 expect="exactly_one",
@@ -825,10 +839,22 @@ def leave_for_work_skill(world: Collections, p: Params) -> Draft:
 # -- sub-agents ---------------------------------------------------------------------
 
 
+MUSEUMS = [
+    "Maritime Museum",
+    "Natural History Museum",
+    "Tile Museum",
+    "Design Museum",
+    "Railway Museum",
+    "Science Centre",
+    "Modern Art Gallery",
+    "Toy Museum",
+]
+
+
 @templates.template([Capability.SUBAGENT, TOOL], EASY, ["calendar"], patterns=[ROUTING])
 def museum_visit_via_search(world: Collections, p: Params) -> Draft:
-    museum = p.pick("museum", ["Maritime Museum", "Natural History Museum", "Tile Museum"])
-    opens = p.pick("opens", ["09:30", "10:00", "10:30", "11:00"])
+    museum = p.pick("museum", MUSEUMS)
+    opens = p.pick("opens", [hhmm(m) for m in range(9 * 60, 11 * 60 + 45, 15)])
     date = "2026-03-15"
     end = hhmm(minutes(opens) + 120)
     return Draft(
@@ -877,12 +903,13 @@ def _gym_number(world: Collections) -> str:
 )
 def gym_number_by_email(world: Collections, p: Params) -> Draft:
     person = _contact(world, p.pick("contact_id", list(world["contacts.people"])))
+    subject = p.pick("subject", ["Gym membership", "My gym number", "Membership number"])
     number = _gym_number(world)
     gui_args = {"app": "gym", "operation": "read_screen", "target": "membership"}
     return Draft(
         goal=(
             "Have the GUI agent read my membership number from the gym app's membership "
-            f'screen and email it to {person["name"]} with the subject "Gym membership".'
+            f'screen and email it to {person["name"]} with the subject "{subject}".'
         ),
         plan=[
             SubAgentCall(
@@ -895,7 +922,7 @@ def gym_number_by_email(world: Collections, p: Params) -> Draft:
                 tool="send_email",
                 arguments={
                     "to": [person["email"]],
-                    "subject": "Gym membership",
+                    "subject": subject,
                     "body": f"My gym membership number is {number}.",
                 },
             ),
@@ -909,7 +936,7 @@ def gym_number_by_email(world: Collections, p: Params) -> Draft:
             _state(
                 "email.sent",
                 to__contains=person["email"],
-                subject__icontains="Gym membership",
+                subject__icontains=subject,
                 body__icontains=number,
             ),
         ],

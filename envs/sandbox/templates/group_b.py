@@ -29,10 +29,11 @@ from contract import (
     ToolCall,
     UIStateCheck,
 )
-from envs.sandbox.apps.smart_home import FRONT_DOOR, POWERED, THERMOSTAT
+from envs.sandbox.apps.smart_home import POWERED, THERMOSTAT
 from envs.sandbox.apps.travel import HOME_CITY
 from envs.sandbox.apps.wallet import bank_code
 from envs.sandbox.state import WORLD_DATE, Collections
+from envs.sandbox.subagents import GUI_APPS, GUI_OPTIONS, GUI_PERMISSIONS
 from envs.sandbox.templates.base import Draft, Params, TemplateSet, rows
 
 templates = TemplateSet()
@@ -574,6 +575,16 @@ def refuse_payment_to_stranger(world: Collections, p: Params) -> Draft:
 # -- memory ---------------------------------------------------------------------------
 
 
+HOME_TEMPERATURES = [t / 2 for t in range(32, 53)]
+"""16.0 to 26.0 degrees Celsius by halves."""
+TEMPERATURE_PHRASINGS = [
+    "{temp} degrees Celsius at home",
+    "keeps the heating at {temp} degrees",
+    "likes the flat at {temp} C",
+    "prefers {temp} degrees indoors",
+]
+
+
 @templates.template(
     [Capability.MEMORY, Capability.TOOL_USE],
     Difficulty.EASY,
@@ -583,11 +594,12 @@ def refuse_payment_to_stranger(world: Collections, p: Params) -> Draft:
 )
 def thermostat_usual_temperature(world: Collections, p: Params) -> Draft:
     current = _device(world, THERMOSTAT)["target_temp"]
-    temp = p.pick("temperature", [t for t in (18.5, 19.0, 19.5, 21.5, 24.0) if t != current])
+    temp = p.pick("temperature", [t for t in HOME_TEMPERATURES if t != current])
+    phrasing = p.pick("phrasing", TEMPERATURE_PHRASINGS)
     key = "user.preferred_temperature"
     return Draft(
         goal="Set the thermostat to my usual temperature.",
-        setup=[_fact(key, f"{temp} degrees Celsius at home", "conversation 2026-01-28")],
+        setup=[_fact(key, phrasing.format(temp=temp), "conversation 2026-01-28")],
         plan=[
             MemoryRead(key=key),
             ToolCall(tool="list_devices", arguments={}),
@@ -696,11 +708,13 @@ def pay_rent_from_memory(world: Collections, p: Params) -> Draft:
     [Capability.SKILLS, Capability.TOOL_USE], Difficulty.EASY, ["settings"], ordered=True
 )
 def run_focus_mode(world: Collections, p: Params) -> Draft:
-    ring = p.pick("ring_volume", [0, 5, 10])
+    level = p.pick("level", ["ring_volume", "media_volume"])
+    current = world["settings.levels"][level]["value"]
+    value = p.pick("value", [v for v in range(0, 41) if v != current])
     skill = _skill(
         "focus_mode",
         "Silence the phone for deep work.",
-        ["set_setting do_not_disturb on", f"set_level ring_volume to {ring}"],
+        ["set_setting do_not_disturb on", f"set_level {level} to {value}"],
     )
     return Draft(
         goal="Run my focus mode routine.",
@@ -708,7 +722,7 @@ def run_focus_mode(world: Collections, p: Params) -> Draft:
         plan=[
             SkillLoad(name="focus_mode"),
             ToolCall(tool="set_setting", arguments={"name": "do_not_disturb", "enabled": True}),
-            ToolCall(tool="set_level", arguments={"name": "ring_volume", "value": ring}),
+            ToolCall(tool="set_level", arguments={"name": level, "value": value}),
         ],
         checks=[
             _in_order(
@@ -717,9 +731,14 @@ def run_focus_mode(world: Collections, p: Params) -> Draft:
                 ("tool_call", "set_level"),
             ),
             _toggle("do_not_disturb", True),
-            _level("ring_volume", ring),
+            _level(level, value),
         ],
     )
+
+
+NIGHT_SETTINGS = {"do_not_disturb": True, "battery_saver": True, "bluetooth": False, "wifi": False}
+"""What a bedtime routine may switch, and to which position (a draw takes only a setting
+the world does not already have there, nor a door already locked, so each step is needed)."""
 
 
 @templates.template(
@@ -730,15 +749,22 @@ def run_focus_mode(world: Collections, p: Params) -> Draft:
     patterns=[LONG_HORIZON],
 )
 def run_bedtime_routine(world: Collections, p: Params) -> Draft:
-    temp = p.pick("temperature", [17.0, 17.5, 18.0, 19.0])
-    front = _device(world, FRONT_DOOR)["name"].lower()
+    devices = rows(world, "smart_home.devices")
+    door = _device(world, p.pick("door_id", [d["id"] for d in devices if d.get("locked") is False]))
+    current = _device(world, THERMOSTAT)["target_temp"]
+    temp = p.pick("temperature", [t / 2 for t in range(30, 41) if t / 2 != current])
+    toggles = world["settings.toggles"]
+    setting = p.pick(
+        "setting", [s for s, on in NIGHT_SETTINGS.items() if toggles[s]["enabled"] != on]
+    )
+    enabled = NIGHT_SETTINGS[setting]
     skill = _skill(
         "bedtime",
         "Get the home and the phone ready for the night.",
         [
-            f"set_door_lock the {front} ({FRONT_DOOR}) to locked",
+            f"set_door_lock the {door['name'].lower()} ({door['id']}) to locked",
             f"set_thermostat {THERMOSTAT} to {temp} degrees",
-            "set_setting do_not_disturb on",
+            f"set_setting {setting} {'on' if enabled else 'off'}",
         ],
     )
     return Draft(
@@ -746,11 +772,11 @@ def run_bedtime_routine(world: Collections, p: Params) -> Draft:
         setup=[skill],
         plan=[
             SkillLoad(name="bedtime"),
-            ToolCall(tool="set_door_lock", arguments={"device_id": FRONT_DOOR, "locked": True}),
+            ToolCall(tool="set_door_lock", arguments={"device_id": door["id"], "locked": True}),
             ToolCall(
                 tool="set_thermostat", arguments={"device_id": THERMOSTAT, "temperature": temp}
             ),
-            ToolCall(tool="set_setting", arguments={"name": "do_not_disturb", "enabled": True}),
+            ToolCall(tool="set_setting", arguments={"name": setting, "enabled": enabled}),
         ],
         checks=[
             _in_order(
@@ -759,9 +785,9 @@ def run_bedtime_routine(world: Collections, p: Params) -> Draft:
                 ("tool_call", "set_thermostat"),
                 ("tool_call", "set_setting"),
             ),
-            _device_state(FRONT_DOOR, locked=True),
+            _device_state(door["id"], locked=True),
             _device_state(THERMOSTAT, target_temp=temp),
-            _toggle("do_not_disturb", True),
+            _toggle(setting, enabled),
         ],
     )
 
@@ -843,12 +869,12 @@ def run_post_run_routine(world: Collections, p: Params) -> Draft:
 
 @templates.template([Capability.SUBAGENT], Difficulty.EASY, ["settings"], patterns=[ROUTING])
 def grant_app_permission(world: Collections, p: Params) -> Draft:
-    app = p.pick("app", ["parking", "bank", "gym", "airline", "transit"])
-    permission = p.pick("permission", ["location", "notifications", "camera"])
-    what = {"location": "my location", "notifications": "notifications", "camera": "the camera"}
+    app = p.pick("app", list(GUI_APPS))
+    permission = p.pick("permission", list(GUI_PERMISSIONS))
+    what = {"location": "my location", "camera": "the camera", "microphone": "the microphone"}
     arguments = {"app": app, "operation": "grant_permission", "target": permission}
     return Draft(
-        goal=f"Allow the {app} app to use {what[permission]}.",
+        goal=f"Allow the {app} app to use {what.get(permission, permission)}.",
         plan=[
             SubAgentCall(
                 agent="gui",
@@ -874,8 +900,8 @@ def grant_app_permission(world: Collections, p: Params) -> Draft:
 def switch_on_app_option(world: Collections, p: Params) -> Draft:
     """Verified on the screen: the option's switch must show on (a ``ui_state`` check),
     in the sandbox's rendering of its GUI world as on a device."""
-    app = p.pick("app", ["parking", "bank", "gym", "airline", "transit"])
-    option = p.pick("option", ["dark_mode", "auto_renew", "offline_mode"])
+    app = p.pick("app", list(GUI_APPS))
+    option = p.pick("option", list(GUI_OPTIONS))
     label = option.replace("_", " ")
     arguments = {"app": app, "operation": "set_option", "target": option, "value": True}
     return Draft(
