@@ -199,6 +199,65 @@ def tasks_sample(
     typer.echo(table(("id", "template", "difficulty", "split", "goal"), rows))
 
 
+@tasks_app.command("development")
+def tasks_development(
+    size: Annotated[
+        int | None, typer.Option(min=1, max=10_000, help="draw this many instead")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(min=0, help="draw with this seed instead")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """How many templates the development set's scores rest on: per part, for the
+    Overall and each capability, the tasks, templates, effective number of templates and
+    the heaviest template's weight. The catalog's stored set, or (with --size or --seed, or
+    when none is stored) the set the trainer would draw, not stored."""
+    from cli.output import emit_json, table
+    from envs.sandbox import MobileSandbox
+    from envs.sandbox.templates.development import draw_development_set
+    from flows.settings import load_settings
+    from storage import Catalog
+    from training.development_weights import development_concentration
+    from training.evaluate import development_tasks
+    from training.settings import TrainRequest
+
+    settings = load_settings()
+    tasks = None
+    if size is None and seed is None and settings.catalog_path.exists():
+        with Catalog.open(settings.catalog_path, read_only=True) as catalog:
+            if catalog.tasks.fingerprints(Split.DEV):
+                tasks = development_tasks(catalog)
+    source = f"stored in {settings.catalog_path}"
+    if tasks is None:
+        defaults = TrainRequest.model_fields
+        size = size or int(defaults["dev_tasks"].default)
+        seed = int(defaults["dev_seed"].default) if seed is None else seed
+        tasks = list(draw_development_set(size, seed, MobileSandbox()).tasks)
+        source = f"drawn: {size} tasks, seed {seed}, an even mix (not stored)"
+    parts = development_concentration(tasks)
+    if as_json:
+        emit_json(
+            {
+                "source": source,
+                "parts": {
+                    p: {k: c.to_json() for k, c in rows.items()} for p, rows in parts.items()
+                },
+            }
+        )
+        return
+    headers = ("part", "score", "tasks", "templates", "effective", "heaviest", "weight")
+    rows = [
+        (part, score, c.tasks, c.templates, c.effective_templates, c.heaviest, c.heaviest_weight)
+        for part, scores in parts.items()
+        for score, c in scores.items()
+    ]
+    typer.echo(f"development set {source}\n{table(headers, rows)}")
+    typer.echo(
+        "effective: 1 / the sum of the templates' squared weights, the number of equally "
+        "weighted templates the score is like; weight: how far the heaviest template alone "
+        "moves the score"
+    )
+
+
 @tasks_app.command("validate")
 def tasks_validate(
     path: Annotated[Path, typer.Argument(help="JSON file: one task spec or a list of them")],

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 FLYWHEEL = str(Path(sys.executable).parent / "flywheel")
 
 
-def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, check: bool = True, home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``flywheel args``; ``home``: the state folder (FLYWHEEL_HOME) it runs with."""
+    env = {**os.environ, "FLYWHEEL_HOME": str(home)} if home is not None else None
     result = subprocess.run(
-        [FLYWHEEL, *args], capture_output=True, text=True, timeout=120, check=False
+        [FLYWHEEL, *args], capture_output=True, text=True, timeout=120, check=False, env=env
     )
     if check:
         assert result.returncode == 0, result.stderr
@@ -170,3 +176,29 @@ def test_openai_policy_is_configured_from_the_environment() -> None:
     assert first["feedback"]["error"]["kind"] == "malformed_output"
     assert second["action"]["kind"] == "finish"
     assert requests[0]["model"] == "planner-test"
+
+
+def test_development_reports_the_stored_set_or_a_draw(tmp_path: Path) -> None:
+    from contract import Split
+    from envs.sandbox import MobileSandbox
+    from envs.sandbox.templates.catalog import sample_tasks
+    from flows.settings import catalog_path
+    from storage import Catalog
+
+    def development(*extra: str) -> dict[str, Any]:
+        done = run("tasks", "development", "--json", *extra, home=tmp_path)
+        return cast("dict[str, Any]", json.loads(done.stdout))
+
+    drawn = development("--size", "40", "--seed", "3")
+    assert drawn["source"].startswith("drawn: 40 tasks, seed 3")
+    seen = drawn["parts"]["seen"]["overall"]
+    assert seen["tasks"] + drawn["parts"]["unseen"]["overall"]["tasks"] == 40
+    assert 1.0 <= seen["effective_templates"] <= seen["templates"]
+
+    stored = sample_tasks(12, 5, MobileSandbox(), split=Split.DEV)
+    with Catalog.open(catalog_path(tmp_path)) as catalog:
+        catalog.tasks.add(None, stored)
+    kept = development()
+    assert kept["source"].startswith("stored in ")
+    counted = sum(part["overall"]["tasks"] for part in kept["parts"].values())
+    assert counted == len({t.fingerprint for t in stored})
