@@ -36,6 +36,7 @@ from envs.sandbox.templates.development import Part, part_of
 from flows.environment import scoped_environ
 from flows.settings import catalog_path, load_settings
 from storage import Catalog
+from training.development_weights import development_concentration
 from training.evaluate import development_tasks
 from training.promotion import PromotionRule, decide_promotion
 from training.settings import NANO, RlSettings, SftSettings
@@ -114,6 +115,7 @@ def run_seeds_benchmark(
         "dataset_id": dataset_id,
         "dataset_size": summary.counts.get("in_dataset", 0),
         "dev_tasks": len(development),
+        "seen_concentration": development_concentration(development)["seen"]["overall"].to_json(),
         "minutes": round(wall / 60, 2),
         "cpu_minutes": round(cpu / 60, 2),
         "load_average": os.getloadavg()[0],
@@ -212,6 +214,7 @@ def _part_overall(report: FeedbackReport, part: Part) -> float:
 def seeds_table(figures: Mapping[str, Any]) -> str:
     """The figures as text: one line per seed, then the spread and the gate's view."""
     seen, counts = figures["seen"], figures["seen_tasks"]
+    rests = figures["seen_concentration"]
     lines = [
         f"One {figures['dataset_size']}-member version ({figures['tasks']} tasks, round seed "
         f"{figures['round_seed']}) trained on the {figures['base']} base under "
@@ -243,6 +246,9 @@ def seeds_table(figures: Mapping[str, Any]) -> str:
         "",
         f"seen Overall: mean {seen['mean']:.3f}, sd {seen['sd']:.3f}, "
         f"range {seen['min']:.3f} to {seen['max']:.3f}",
+        f"it rests on {rests['effective_templates']:.1f} effective templates of "
+        f"{rests['templates']}; the heaviest, {rests['heaviest']}, weighs "
+        f"{rests['heaviest_weight']:.3f} (flywheel tasks development)",
         f"seen tasks ({counts['of']}): solved by every seed {counts['every']}, by some "
         f"{counts['some']}, by none {counts['none']}",
         "seen templates the seeds solved differently (draws: solved per seed):",

@@ -648,6 +648,7 @@ def bench_seeds(
     dev_tasks: Annotated[int, typer.Option(min=1, help="development tasks")] = 240,
     base: BenchBaseOpt = "nano",
     assignments: TrainerSetOpt = None,
+    round_seed: Annotated[int, typer.Option(min=0, help="the round's seed")] = 0,
     as_json: JsonFlag = False,
 ) -> None:
     """One round's version trained under several seeds: how far apart one recipe's models
@@ -657,7 +658,13 @@ def bench_seeds(
 
     values = _trainer_assignments(base, assignments)
     figures = run_seeds_benchmark(
-        seeds, tasks, dev_tasks=dev_tasks, base=base, sft=values.get("sft"), rl=values.get("rl")
+        seeds,
+        tasks,
+        dev_tasks=dev_tasks,
+        base=base,
+        sft=values.get("sft"),
+        rl=values.get("rl"),
+        round_seed=round_seed,
     )
     typer.echo(figures_json(figures) if as_json else seeds_table(figures))
 

@@ -153,8 +153,11 @@ def test_a_small_run_trains_one_version_under_each_seed(prefect_api_url: str) ->
     assert len({run["feedback_id"] for run in runs}) == 2
     assert figures["dataset_id"].startswith("ds-") and figures["dataset_size"] > 0
     assert figures["dev_tasks"] == 6
+    rests = figures["seen_concentration"]
+    assert 1.0 <= rests["effective_templates"] <= rests["templates"] <= 6
     counts = figures["seen_tasks"]
     assert counts["every"] + counts["some"] + counts["none"] == counts["of"] > 0
     assert len(figures["gate_against_first"]) == 1
     table = seeds_table(figures)
     assert "seed 1: Overall" in table and figures["dataset_id"] not in table
+    assert f"the heaviest, {rests['heaviest']}" in table
