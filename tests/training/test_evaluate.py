@@ -58,14 +58,24 @@ TEMPLATES = {
     "pay_with_bank_code": ((SUBAGENT, TOOL), 3),
     "bedtime_routine_skill": ((SKILLS, TOOL), 3),
 }
-"""Seven development tasks (all held out at SEED): 7 use tools, 2 memory, 2 sub-agents,
-1 skills."""
+"""Seven development tasks (each template's first held-out draw at SEED): 7 use tools,
+2 memory, 2 sub-agents, 1 skills."""
+
+
+def _held_out(name: str, sandbox: MobileSandbox) -> TaskSpec:
+    """The template's first development draw at SEED: a held-out template's first, a
+    training template's first held-out parameter draw."""
+    for variant in range(1000):
+        task = instantiate(template_named(name), SEED, sandbox, variant=variant, split=Split.DEV)
+        if task is not None:
+            return task
+    raise AssertionError(f"{name} has no held-out draw at seed {SEED}")
 
 
 @pytest.fixture(scope="module")
 def dev_tasks() -> list[TaskSpec]:
     sandbox = MobileSandbox()
-    tasks = [instantiate(template_named(name), SEED, sandbox) for name in TEMPLATES]
+    tasks = [_held_out(name, sandbox) for name in TEMPLATES]
     for task in tasks:  # what the numbers below are computed from
         assert task.split is Split.DEV
         assert task.capabilities == TEMPLATES[str(task.template)][0]
