@@ -4,7 +4,7 @@ A model trained from scratch on a CPU learns which function a goal asks for long
 learns to copy the values its arguments need from the goal or a tool result (README, "The
 nano base"). Copying is easier when a value is one token that names it: each word,
 number, time, date, email address and entity id of the user's turns, and each number,
-date, email address and entity id of the tools' results, is shown behind a reference
+time, date, email address and entity id of the tools' results, is shown behind a reference
 token (``<v1>``, ``<v2>``, ... in the order values first appear: ``<v1>Log <v2>60
 <v3>minutes``), and a call that copies one writes its
 reference (``{"minutes":<v2>}``, ``{"query":"<v7> <v8>"}`` for a name of two words). For
@@ -50,15 +50,18 @@ _ENTITY_ID = r"[a-z]+-\d+"
 ENTITY_ID = re.compile(_ENTITY_ID)
 """An entity id (``p-14``, ``sms-1001``): letters, a hyphen, a number."""
 _NUMBER_OR_ID = rf"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\d{{4}}-\d{{2}}-\d{{2}}|{_ENTITY_ID}|\d+(?:\.\d+)?"
-VALUE = re.compile(rf"{_ALONE_BEFORE}({_NUMBER_OR_ID}){_ALONE_AFTER}")
-"""An email address, a date (``2026-03-14``), a number (``60``, ``93.45``) or an entity
-id (``p-14``) standing alone: not part of a word, a time (``14:00``) or a longer number.
-What a tool's result is marked by."""
+_TIME = r"\d{1,2}:\d{2}"
+VALUE = re.compile(rf"{_ALONE_BEFORE}({_NUMBER_OR_ID}|{_TIME}){_ALONE_AFTER}")
+"""An email address, a date (``2026-03-14``), a number (``60``, ``93.45``), a time
+(``14:00``) or an entity id (``p-14``) standing alone: not part of a word, a timestamp
+(``2026-03-14T10:00``) or a longer number. What a tool's result is marked by: a
+routine's alarm (``set_alarm at 07:20``) or an opening hour a search agent found is
+copied from a result as one token, as an id is."""
 WORD_OR_VALUE = re.compile(
-    rf"{_ALONE_BEFORE}(?P<value>{_NUMBER_OR_ID}|\d{{1,2}}:\d{{2}}){_ALONE_AFTER}"
+    rf"{_ALONE_BEFORE}(?P<value>{_NUMBER_OR_ID}|{_TIME}){_ALONE_AFTER}"
     rf"|(?<![\w+-])(?P<word>[^\W\d_]+)(?!\w|-\d|\.\d)"
 )
-"""``VALUE``, a time (``20:30``) or a word, also after a dot (``user.brother``) or before
+"""``VALUE`` or a word, also after a dot (``user.brother``) or before
 a colon (``brother:``): what the user's turns are marked by, since a call copies names,
 labels, choices and keys from the request word by word."""
 _MONTHS = (
@@ -111,8 +114,8 @@ class References:
         return known
 
     def mark(self, text: str, *, words: bool = False) -> str:
-        """``text`` with each value behind its reference: numbers and ids (``VALUE``),
-        and with ``words`` also times and words (``WORD_OR_VALUE``: a user's turn)."""
+        """``text`` with each value behind its reference: numbers, times, dates, emails and
+        ids (``VALUE``), and with ``words`` also words (``WORD_OR_VALUE``: a user's turn)."""
 
         def marked(match: re.Match[str]) -> str:
             value = _found(match)

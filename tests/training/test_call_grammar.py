@@ -218,7 +218,11 @@ def test_an_untrained_nano_model_acts_within_the_grammar_and_not_without_it(
             for step in run_episode(task, sandbox, policy, max_steps=4).steps
         ]
     acted = {key: sum(s.action is not None for s in value) for key, value in steps.items()}
-    assert acted[True] > len(steps[True]) // 2 and acted[True] > acted[False]
+    assert acted[True] > acted[False]
+    # a constrained reply is a call unless it ran out of tokens inside a value (an
+    # untrained model's strings rarely close: that is its sampling, not the grammar)
+    cut = [s for s in steps[True] if s.action is None]
+    assert all(s.output_tokens == 48 for s in cut), [s.model_output for s in cut]
     kinds = {s.feedback.error.kind for s in steps[True] if s.feedback.error is not None}
     assert not kinds & {ErrorKind.UNKNOWN_TOOL, ErrorKind.INVALID_ARGUMENTS}, kinds
 

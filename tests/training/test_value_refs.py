@@ -30,22 +30,22 @@ from training.value_refs import (
 )
 
 
-def test_dates_numbers_and_ids_are_marked_in_order_of_first_sight_and_nothing_else() -> None:
+def test_dates_times_numbers_and_ids_are_marked_in_order_of_first_sight_and_nothing_else() -> None:
     refs = References()
     text = refs.mark(
         "Log 60 minutes at 14:00 on 2026-03-14 for c-12, then 60 more; +351 912 and 93.45 EUR"
-        " at 2026-03-14T10:00"
+        " at 2026-03-14T10:00, 19:30:00 or 119:30"
     )
     assert text == (
-        "Log <v1>60 minutes at 14:00 on <v2>2026-03-14 for <v3>c-12, then <v1>60 more; "
-        "+351 <v4>912 and <v5>93.45 EUR at 2026-03-14T10:00"
+        "Log <v1>60 minutes at <v2>14:00 on <v3>2026-03-14 for <v4>c-12, then <v1>60 more; "
+        "+351 <v5>912 and <v6>93.45 EUR at 2026-03-14T10:00, 19:30:00 or 119:30"
     )
-    assert refs.mark('{"id":"c-12","n":7,"when":"09:30","label":"room2"}') == (
-        '{"id":"<v3>c-12","n":<v6>7,"when":"09:30","label":"room2"}'
+    assert refs.mark('{"id":"c-12","n":7,"when":"09:30","label":"room2","at":"14:00"}') == (
+        '{"id":"<v4>c-12","n":<v7>7,"when":"<v8>09:30","label":"room2","at":"<v2>14:00"}'
     )
 
 
-def test_a_tool_results_words_are_not_referenced_its_ids_dates_and_emails_are() -> None:
+def test_a_tool_results_words_are_not_referenced_its_ids_dates_times_and_emails_are() -> None:
     messages = [
         {"role": "user", "content": "Book Pho Saigon"},
         {
@@ -57,7 +57,7 @@ def test_a_tool_results_words_are_not_referenced_its_ids_dates_and_emails_are() 
     shown, _ = with_references(messages)
     assert shown[1]["content"] == (
         '{"result":{"name":"Pho Saigon","id":"<v4>r-3","on":"<v5>2026-03-20",'
-        '"mail":"<v6>pho@example.com","at":"19:30","error":"not found"}}'
+        '"mail":"<v6>pho@example.com","at":"<v7>19:30","error":"not found"}}'
     )
 
 
@@ -84,7 +84,7 @@ def test_a_users_words_and_times_are_referenced_and_a_name_is_written_word_by_wo
     )
     written = shown[1]["tool_calls"][0]["function"]["arguments"]
     assert written == '{"query":"<v2> <v3>","time":"<v5>","party":<v7>}'
-    assert shown[2]["content"] == '{"result": "Taj Spice at 20:30, table <v10>t-2"}'
+    assert shown[2]["content"] == '{"result": "Taj Spice at <v5>20:30, table <v10>t-2"}'
     assert json.loads(refs.resolve(written)) == {"query": "Taj Spice", "time": "20:30", "party": 4}
 
 
