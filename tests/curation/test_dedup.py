@@ -187,7 +187,11 @@ def test_the_fixture_has_few_duplicates(faulty_trajectories: list[Trajectory]) -
 def test_copies_from_other_rounds_with_another_answer_are_dropped_against_one_kept(
     faulty_trajectories: list[Trajectory],
 ) -> None:
-    """Speed is ``flywheel bench dedup``'s; here, 2,000 items' decisions."""
+    """Speed is ``flywheel bench dedup``'s; here, 2,000 items' decisions. Another answer
+    changes the last two of a trajectory's action shingles, so at the default 0.9 only a
+    trajectory of some 40 actions stays near its copy; at 0.5 one of six or more does (the
+    sample's longest end with finish after 6 to 11 steps), so the near-duplicate path is
+    exercised whatever the templates draw."""
     many = [
         _answered(with_round(t, f"round-{r}"), f"Done ({r}).")
         for r in range(9)
@@ -195,7 +199,7 @@ def test_copies_from_other_rounds_with_another_answer_are_dropped_against_one_ke
     ][:2000]
     assert len({t.id for t in many}) == 2000
 
-    found = find_duplicates(many)
+    found = find_duplicates(many, threshold=0.5)
 
     copies: dict[str, list[Trajectory]] = {}
     for t in sorted(many, key=keep_order):

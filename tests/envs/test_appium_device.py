@@ -29,6 +29,7 @@ from contract import (
     UITree,
 )
 from envs.appium.device import DeviceFaultError, DeviceSession, GuiOutcome, session
+from envs.appium.phone import PHONE_APP
 from envs.appium.profiles import FakeProfile
 from envs.screen import parse_screen, ui_tree
 from flows.servers import appium_server, free_port
@@ -212,7 +213,18 @@ def test_read_screen_keeps_the_page_source_with_live_state(
     membership = stored.find(f".//*[@id='{MEMBERSHIP}']")
     assert camera is not None and camera.get("checked") == "true"
     assert membership is not None and membership.get("text") == "G-777"
-    assert camera.get("bounds") == "[0,2100][1080,2160]"
+    assert camera.get("bounds") == _bounds_in_the_app(CAMERA)
+
+
+def _bounds_in_the_app(element_id: str) -> str:
+    """The element's bounds as the driver reports them, from its place in the committed
+    fake phone (``left``, ``top``, ``width``, ``height``)."""
+    element = parse_screen(PHONE_APP.read_text()).find(f".//*[@id='{element_id}']")
+    assert element is not None
+    left, top, width, height = (
+        int(element.get(k, "0")) for k in ("left", "top", "width", "height")
+    )
+    return f"[{left},{top}][{left + width},{top + height}]"
 
 
 def test_without_a_store_nothing_is_kept(appium_url: str) -> None:
