@@ -45,15 +45,7 @@ class Concentration:
 def template_weights(tasks: Sequence[TaskSpec]) -> dict[str, float]:
     """Each template's weight in the Overall of ``tasks`` (module docstring); they sum
     to 1 (empty for no tasks)."""
-    per_capability = _per_capability(tasks)
-    total = sum(OVERALL_WEIGHTS[c] for c in per_capability)
-    weights: dict[str, float] = {}
-    for capability, counts in per_capability.items():
-        size = sum(counts.values())
-        for template, count in counts.items():
-            share = OVERALL_WEIGHTS[capability] / total * count / size
-            weights[template] = weights.get(template, 0.0) + share
-    return weights
+    return _overall_weights(_shares(tasks))
 
 
 def concentration(weights: Mapping[str, float], tasks: int) -> Concentration:
@@ -76,22 +68,39 @@ def development_concentration(tasks: Sequence[TaskSpec]) -> dict[str, dict[str, 
         chosen = [t for t in tasks if part_of(t) == part]
         if not chosen:
             continue
-        rows = {"overall": concentration(template_weights(chosen), len(chosen))}
-        per_capability = _per_capability(chosen)
-        for capability in (c for c in Capability if c in per_capability):
-            counts = per_capability[capability]
-            size = sum(counts.values())
-            shares = {name: count / size for name, count in counts.items()}
-            rows[capability.value] = concentration(shares, size)
+        shares = _shares(chosen)
+        rows = {"overall": concentration(_overall_weights(shares), len(chosen))}
+        for capability in (c for c in Capability if c in shares):
+            share, size = shares[capability]
+            rows[capability.value] = concentration(share, size)
         out[part] = rows
     return out
 
 
-def _per_capability(tasks: Sequence[TaskSpec]) -> dict[Capability, Counter[str]]:
-    """Per capability, how many of its tasks each template drew (a task with two
-    capabilities counts for both, as its success does)."""
-    out: dict[Capability, Counter[str]] = {}
+def _shares(tasks: Sequence[TaskSpec]) -> dict[Capability, tuple[dict[str, float], int]]:
+    """Per capability: each template's share of its tasks, and how many tasks it has (a
+    task with two capabilities counts for both, as its success does)."""
+    counts: dict[Capability, Counter[str]] = {}
     for task in tasks:
         for capability in task.capabilities:
-            out.setdefault(capability, Counter())[task.template or NO_TEMPLATE] += 1
+            counts.setdefault(capability, Counter())[task.template or NO_TEMPLATE] += 1
+    out: dict[Capability, tuple[dict[str, float], int]] = {}
+    for capability, drawn in counts.items():
+        size = sum(drawn.values())
+        out[capability] = ({name: n / size for name, n in drawn.items()}, size)
     return out
+
+
+def _overall_weights(
+    shares: Mapping[Capability, tuple[Mapping[str, float], int]],
+) -> dict[str, float]:
+    """The templates' weights in the Overall: each capability's weight (renormalized
+    over those present) times the template's share of its tasks, summed."""
+    total = sum(OVERALL_WEIGHTS[c] for c in shares)
+    weights: dict[str, float] = {}
+    for capability, (share, _) in shares.items():
+        for template, part in share.items():
+            weights[template] = (
+                weights.get(template, 0.0) + OVERALL_WEIGHTS[capability] / total * part
+            )
+    return weights
