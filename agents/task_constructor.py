@@ -50,6 +50,7 @@ from contract import (
     TaskSource,
     TaskSpec,
     apportion,
+    goal_problem,
 )
 from curation.dedup import NearDuplicateIndex, Sketch, lsh_bands, word_shingles
 from envs.sandbox import MobileSandbox
@@ -61,7 +62,6 @@ from envs.sandbox.templates.registry import ALL_TEMPLATES
 Cell = tuple[Capability, Difficulty]
 Slot = Cell | FailureType
 """What a proposal fills: a quota cell, or the repair set of a failure type."""
-MAX_GOAL_WORDS = 80
 GOAL_NEAR_DUPLICATE = 0.9
 log = logging.getLogger(__name__)
 
@@ -346,20 +346,6 @@ def what_it_asks(task: TaskSpec) -> str:
     so the goal alone would call different tasks duplicates.
     """
     return " ".join([task.goal, *(check.describe() for check in task.verifier.checks)])
-
-
-def goal_problem(goal: str) -> str | None:
-    """Why a goal is not a well-formed request, or None."""
-    words = goal.split()
-    if len(words) < 3:
-        return "fewer than 3 words"
-    if len(words) > MAX_GOAL_WORDS:
-        return f"more than {MAX_GOAL_WORDS} words"
-    if any(mark in goal for mark in ("{", "}", "<", ">", "None", "TODO")):
-        return "contains an unfilled placeholder"
-    if not goal[0].isupper():
-        return "does not start with a capital letter"
-    return None
 
 
 # -- nodes ---------------------------------------------------------------------------------

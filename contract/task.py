@@ -21,6 +21,24 @@ DEFAULT_MAX_STEPS = 15
 """The step budget of a task that records none (tasks stored before budgets were)."""
 MAX_STEP_BUDGET = 100
 MIN_STEP_BUDGET = 8
+MAX_GOAL_WORDS = 80
+"""A goal longer than this is not one request."""
+
+
+def goal_problem(goal: str) -> str | None:
+    """Why ``goal`` is not a well-formed request (too short or long, a placeholder left
+    in it, no capital first), or None. A round refuses such a task, and the development
+    set never holds one, so every task a model is scored on could have been trained on."""
+    words = goal.split()
+    if len(words) < 3:
+        return "fewer than 3 words"
+    if len(words) > MAX_GOAL_WORDS:
+        return f"more than {MAX_GOAL_WORDS} words"
+    if any(mark in goal for mark in ("{", "}", "<", ">", "None", "TODO")):
+        return "contains an unfilled placeholder"
+    if not goal[0].isupper():
+        return "does not start with a capital letter"
+    return None
 
 
 class StatePatch(Record):

@@ -18,7 +18,6 @@ from agents.task_constructor import (
     Proposal,
     cell_of,
     construct_tasks,
-    goal_problem,
     make_propose,
     make_validate,
     replan,
@@ -46,6 +45,7 @@ from contract import (
     TaskSpec,
     TemplateWeight,
     default_plan,
+    goal_problem,
 )
 from curation.planning import plan_from_feedback
 from envs.sandbox import MobileSandbox

@@ -3,12 +3,16 @@ templates, the same for the same seed."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
 
-from contract import Capability, InvalidInputError, Split
+from contract import Capability, InvalidInputError, Split, goal_problem
 from envs.sandbox import MobileSandbox
+from envs.sandbox.state import Collections
+from envs.sandbox.templates import development
+from envs.sandbox.templates.base import Draft, Params
 from envs.sandbox.templates.catalog import sample_tasks, template_named
 from envs.sandbox.templates.development import (
     DevelopmentSet,
@@ -79,3 +83,23 @@ def test_sampling_development_tasks_does_not_favour_held_out_templates() -> None
     held_out = sum(template_named(str(t.template)).split is Split.DEV for t in tasks)
     share_of_templates = sum(t.split is Split.DEV for t in ALL_TEMPLATES) / len(ALL_TEMPLATES)
     assert held_out / len(tasks) < 2 * share_of_templates
+
+
+def test_a_template_whose_goals_a_round_refuses_gives_no_development_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a round can never train on is not scored either: the cell's quota goes to
+    the templates whose draws a round accepts."""
+    original = template_named("text_contact")
+
+    def with_placeholder(world: Collections, p: Params) -> Draft:
+        draft = original.build(world, p)
+        return dataclasses.replace(draft, goal=draft.goal + " Sign it <your name>.")
+
+    broken = dataclasses.replace(original, build=with_placeholder)
+    templates = [broken if t is original else t for t in ALL_TEMPLATES]
+    monkeypatch.setattr(development, "ALL_TEMPLATES", templates)
+    drawn = draw_development_set(60, 7, SANDBOX).tasks
+    assert len(drawn) == 60
+    assert "text_contact" not in {t.template for t in drawn}
+    assert all(goal_problem(t.goal) is None for t in drawn)

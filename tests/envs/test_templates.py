@@ -19,11 +19,14 @@ from contract import (
     TaskSpec,
     ToolCall,
     Verdict,
+    goal_problem,
 )
 from envs.sandbox import MobileSandbox
+from envs.sandbox.state import Collections
 from envs.sandbox.subagents import SUBAGENTS
-from envs.sandbox.templates.base import TaskTemplate
+from envs.sandbox.templates.base import Draft, Params, TaskTemplate, TemplateSet
 from envs.sandbox.templates.catalog import (
+    draw,
     instantiate,
     replay_reference,
     sample_tasks,
@@ -113,6 +116,34 @@ def test_tasks_are_well_formed(template: TaskTemplate) -> None:
         assert task.template == template.name
         if template.split is Split.DEV:
             assert task.split is Split.DEV
+
+
+@pytest.mark.parametrize("template", ALL_TEMPLATES, ids=lambda t: t.name)
+def test_every_draw_writes_a_goal_a_round_accepts(template: TaskTemplate) -> None:
+    """A round refuses a malformed goal, so a template whose goals all had one (a
+    placeholder such as ``<the code>``) would be held out of every training set while
+    the development set kept scoring it."""
+    for seed in SEEDS:
+        for variant in range(12):
+            goal = draw(template, seed, SANDBOX, variant=variant).draft.goal
+            assert goal_problem(goal) is None, goal
+
+
+def test_a_draw_with_a_placeholder_left_in_its_goal_is_refused() -> None:
+    registry = TemplateSet()
+
+    @registry.template([Capability.TOOL_USE], Difficulty.EASY, ["notes"])
+    def placeholder_goal(world: Collections, p: Params) -> Draft:
+        title = p.pick("title", ["Gym", "Work"])
+        return Draft(
+            goal=f'Write a note titled "{title}" that says <the text>.', plan=[], checks=[]
+        )
+
+    [template] = registry.templates
+    with pytest.raises(InvalidInputError) as caught:
+        draw(template, 3, SANDBOX)
+    assert caught.value.field == "goal"
+    assert "placeholder" in str(caught.value) and "placeholder_goal" in str(caught.value)
 
 
 def test_catalogue_covers_every_capability_and_difficulty() -> None:

@@ -24,6 +24,7 @@ from contract import (
     ToolCall,
     Verdict,
     VerifierSpec,
+    goal_problem,
     step_budget_for,
     task_fingerprint,
 )
@@ -94,8 +95,9 @@ def draw(
     drawn = Params(random.Random(stream), params)
     draft = template.build(world, drawn)
     values = drawn.finish()
-    if "{" in draft.goal or len(draft.goal.split()) < 3:
-        raise InvalidInputError("goal", f"template {template.name} produced a malformed goal")
+    problem = goal_problem(draft.goal)
+    if problem is not None:
+        raise InvalidInputError("goal", f"template {template.name} wrote a goal that {problem}")
     fingerprint = task_fingerprint(template.name, values, draft.goal)
     return Draw(template, seed, draft, values, fingerprint, split_of(template, fingerprint))
 

@@ -8,7 +8,8 @@ a template is redrawn with new seeds until it yields a new development fingerpri
 template is never redrawn, so a held-out template is not favoured by how often its draws
 are accepted. A cell whose templates run out of new fingerprints passes what it lacks to
 the cells of the same capability (then to any cell of the part); the draw says what it
-reached (``DevelopmentSet.composition``).
+reached (``DevelopmentSet.composition``). A draw a round would refuse (a goal that
+``contract.goal_problem`` finds malformed) is not taken: no model trains on its kind.
 """
 
 from __future__ import annotations
@@ -163,7 +164,10 @@ class _CellSource:
         rng = random.Random(f"{stream}:{template.name}")
         for _ in range(DRAWS_PER_TEMPLATE):
             seed, variant = rng.choice(seeds), rng.randrange(2**16)
-            task = instantiate(template, seed, sandbox, variant=variant, split=Split.DEV)
+            try:
+                task = instantiate(template, seed, sandbox, variant=variant, split=Split.DEV)
+            except InvalidInputError:
+                continue  # a draw a round refuses too (a malformed goal): never held out
             if task is not None:
                 yield task
 

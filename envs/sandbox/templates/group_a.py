@@ -347,8 +347,8 @@ def save_and_share_reference(world: Collections, p: Params) -> Draft:
     return Draft(
         goal=(
             f'Find the reference code in the email "{mail["subject"]}", save it in a new note '
-            f'titled "{title}" in my travel folder that says "Reference: <the code>", and '
-            f"text it to {person['name']}."
+            f'titled "{title}" in my travel folder that says "Reference:" and then the code, '
+            f"and text it to {person['name']}."
         ),
         plan=[
             ToolCall(tool="search_emails", arguments={"query": mail["subject"]}),
