@@ -52,12 +52,19 @@ from contract import (
     apportion,
     goal_problem,
 )
-from curation.dedup import NearDuplicateIndex, Sketch, lsh_bands, word_shingles
+from curation.dedup import (
+    NearDuplicateIndex,
+    Sketch,
+    lsh_bands,
+    shingle_hashes,
+    word_shingles,
+)
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.base import TaskTemplate
 from envs.sandbox.templates.catalog import build, draw, replay_reference
 from envs.sandbox.templates.patterns import exhibits
 from envs.sandbox.templates.registry import ALL_TEMPLATES
+from storage.stores import GoalSketch
 
 Cell = tuple[Capability, Difficulty]
 Slot = Cell | FailureType
@@ -89,7 +96,7 @@ class TaskSink(Protocol):
 
     def add_rejections(self, rejections: Sequence[RejectedTask]) -> int: ...
 
-    def add_goal_sketches(self, digests: Mapping[str, Sequence[int]]) -> int: ...
+    def add_goal_sketches(self, sketches: Mapping[str, GoalSketch]) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -164,13 +171,14 @@ class Accepted(NamedTuple):
     fingerprint: str
     slot: Slot
     spec: bytes | None
-    digest: tuple[int, ...] = ()
-    """The MinHash digest of what it asks, stored with it (``TaskSink.add_goal_sketches``)."""
+    sketch: GoalSketch | None = None
+    """What it asks, as near-duplicate detection keeps it, stored with it
+    (``TaskSink.add_goal_sketches``)."""
 
     @classmethod
-    def of(cls, task: TaskSpec, slot: Slot, digest: Sequence[int] = ()) -> Accepted:
+    def of(cls, task: TaskSpec, slot: Slot, sketch: GoalSketch | None = None) -> Accepted:
         spec = zlib.compress(task.to_json(), 1)
-        return cls(task.id, task.fingerprint, slot, spec, tuple(digest))
+        return cls(task.id, task.fingerprint, slot, spec, sketch)
 
     def task(self) -> TaskSpec:
         """The spec again (its id is not recomputed: it was written from the spec)."""
@@ -183,12 +191,15 @@ class Accepted(NamedTuple):
         return zlib.decompress(self.spec)
 
     def stored(self) -> Accepted:
-        """This task without its spec and digest, which the store now holds."""
-        return self._replace(spec=None, digest=())
+        """This task without its spec and sketch, which the store now holds."""
+        return self._replace(spec=None, sketch=None)
 
 
 Twin = tuple[str | None, float]
-"""A near-duplicate's key and its estimated Jaccard similarity; (None, 0.0): none."""
+"""A near-duplicate's key and its Jaccard similarity; (None, 0.0): none."""
+
+Asked = tuple[str, Sketch, Sequence[str]]
+"""What a task asks, for near-duplicate detection: its id, sketch and shingles."""
 
 
 class KnownGoals(Protocol):
@@ -196,12 +207,12 @@ class KnownGoals(Protocol):
     the ones this construction accepted in its earlier batches. Asked for near-duplicates
     of a batch of proposals at once; told of each batch's accepted tasks."""
 
-    def twins(self, proposals: Sequence[tuple[str, Sketch]]) -> list[Twin]:
-        """Per proposal (task id, sketch): the most similar known goal at or above the
-        threshold, that of the task with the same id aside."""
+    def twins(self, proposals: Sequence[Asked]) -> list[Twin]:
+        """Per proposal: the most similar known goal at or above the threshold, that of
+        the task with the same id aside."""
         ...
 
-    def remember(self, accepted: Sequence[tuple[str, Sketch]]) -> None:
+    def remember(self, accepted: Sequence[Asked]) -> None:
         """Know the goals of a batch's accepted tasks from now on."""
         ...
 
@@ -214,26 +225,26 @@ class GoalsInMemory:
         self._index = NearDuplicateIndex(threshold=threshold)
         self._index.add_many([(f"known-{i}", text) for i, text in enumerate(goals)])
 
-    def twins(self, proposals: Sequence[tuple[str, Sketch]]) -> list[Twin]:
-        return [self._index.match_sketch(sketch) for _, sketch in proposals]
+    def twins(self, proposals: Sequence[Asked]) -> list[Twin]:
+        return [self._index.match_sketch(sketch, shingles) for _, sketch, shingles in proposals]
 
-    def remember(self, accepted: Sequence[tuple[str, Sketch]]) -> None:
-        for task_id, sketch in accepted:
-            self._index.add_sketch(task_id, sketch)
+    def remember(self, accepted: Sequence[Asked]) -> None:
+        for task_id, sketch, shingles in accepted:
+            self._index.add_sketch(task_id, sketch, shingles)
 
 
 class GoalStore(Protocol):
     """Where the goal digests of stored tasks are kept (``storage.TaskStore``)."""
 
     def goal_twins(
-        self, queries: Sequence[tuple[str, Sequence[int]]], bands: int, threshold: float
+        self, queries: Sequence[tuple[str, GoalSketch]], bands: int, threshold: float
     ) -> list[Twin]: ...
 
 
 class GoalsInCatalog:
-    """Known goals as the catalog keeps their MinHash digests: one query per batch finds
-    each proposal's twin among the stored tasks, as rensa's index of them would (its LSH
-    candidates, confirmed by the share of equal values), so the construction holds no
+    """Known goals as the catalog keeps their sketches (``GoalSketch``): one query per
+    batch finds each proposal's twin among the stored tasks, as an index of them would
+    (rensa's LSH candidates, confirmed on the shingles), so the construction holds no
     sketch of a stored task. Ties go to the first by task id. The construction's own
     accepted tasks are known once their batch is filed with their digests
     (``TaskSink.add_goal_sketches``, to the same catalog), so nothing is remembered here,
@@ -243,14 +254,16 @@ class GoalsInCatalog:
         self._store = store
         self._threshold = threshold
 
-    def twins(self, proposals: Sequence[tuple[str, Sketch]]) -> list[Twin]:
-        queries = [(task_id, sketch.digest()) for task_id, sketch in proposals]
+    def twins(self, proposals: Sequence[Asked]) -> list[Twin]:
+        queries = [
+            (task_id, goal_sketch(sketch, shingles)) for task_id, sketch, shingles in proposals
+        ]
         if not queries:
             return []
-        bands, _ = lsh_bands(len(queries[0][1]), self._threshold)
+        bands, _ = lsh_bands(len(queries[0][1].digest), self._threshold)
         return self._store.goal_twins(queries, bands, self._threshold)
 
-    def remember(self, accepted: Sequence[tuple[str, Sketch]]) -> None:
+    def remember(self, accepted: Sequence[Asked]) -> None:
         return None
 
 
@@ -337,6 +350,11 @@ def templates_with(failure_type: FailureType) -> list[TaskTemplate]:
 
 def templates_of(slot: Slot) -> list[TaskTemplate]:
     return templates_for(slot) if isinstance(slot, tuple) else templates_with(slot)
+
+
+def goal_sketch(sketch: Sketch, shingles: Sequence[str]) -> GoalSketch:
+    """What a task asks as the catalog keeps it."""
+    return GoalSketch(tuple(sketch.digest()), shingle_hashes(shingles))
 
 
 def what_it_asks(task: TaskSpec) -> str:
@@ -564,7 +582,7 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
         goals = state.get("known_goals") or GoalsInMemory([], threshold)
         # This batch's accepted goals; the known goals are asked for all at once.
         batch = NearDuplicateIndex(threshold=threshold)
-        accepted_goals: list[tuple[str, Sketch]] = []
+        accepted_goals: list[Asked] = []
         known = state.get("known_fingerprints", frozenset())
         dev = state.get("dev_fingerprints", frozenset())
         survivors: list[tuple[Proposal, TaskSpec]] = []
@@ -574,16 +592,20 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
                 rejected.append(_rejection(state["round_id"], proposal, reason, detail))
             else:
                 survivors.append((proposal, proposal.task))
-        sketches = batch.hasher.sketches([word_shingles(what_it_asks(t)) for _, t in survivors])
-        known_twins = goals.twins(
-            [(task.id, sketch) for (_, task), sketch in zip(survivors, sketches, strict=True)]
-        )
+        shingled = [word_shingles(what_it_asks(t)) for _, t in survivors]
+        asked = [
+            (task.id, sketch, shingles)
+            for (_, task), sketch, shingles in zip(
+                survivors, batch.hasher.sketches(shingled), shingled, strict=True
+            )
+        ]
+        known_twins = goals.twins(asked)
         missing = shortfall(state["plan"], accepted)
         seen = {t.fingerprint for t in accepted}
-        for (proposal, task), sketch, twin in zip(survivors, sketches, known_twins, strict=True):
+        for (proposal, task), mine, twin in zip(survivors, asked, known_twins, strict=True):
             if missing.get(proposal.slot, 0) <= 0:
                 continue  # the cell filled up within this pass: not a rejection
-            reason, detail = _costly_check(task, seen, batch, sketch, twin, sandbox)
+            reason, detail = _costly_check(task, seen, batch, mine, twin, sandbox)
             if reason is None and proposal.repair is not None:
                 reason, detail = _pattern_check(task, proposal.repair, sandbox)
             if reason is not None:
@@ -592,10 +614,13 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
             missing[proposal.slot] -= 1
             if proposal.repair is not None:
                 repair_of[task.id] = proposal.repair
-            accepted.append(Accepted.of(task, slot_of(task, repair_of), sketch.digest()))
+            _, sketch, shingles = mine
+            accepted.append(
+                Accepted.of(task, slot_of(task, repair_of), goal_sketch(sketch, shingles))
+            )
             seen.add(task.fingerprint)
-            batch.add_sketch(task.id, sketch)
-            accepted_goals.append((task.id, sketch))
+            batch.add_sketch(task.id, sketch, shingles)
+            accepted_goals.append(mine)
         goals.remember(accepted_goals)
         return {
             "accepted": accepted,
@@ -630,13 +655,13 @@ def _costly_check(
     task: TaskSpec,
     seen: set[str],
     batch: NearDuplicateIndex,
-    sketch: Sketch,
+    asked: Asked,
     known: Twin,
     sandbox: MobileSandbox,
 ) -> tuple[RejectionReason | None, str]:
     if task.fingerprint in seen:
         return RejectionReason.DUPLICATE, "a task with this fingerprint was just accepted"
-    ours = batch.match_sketch(sketch)
+    ours = batch.match_sketch(asked[1], asked[2])
     twin = known[0] if known[0] is not None and known[1] >= ours[1] else ours[0]
     if twin is not None:
         return RejectionReason.NEAR_DUPLICATE, f"it nearly repeats {twin} (goal and checks)"
@@ -750,7 +775,7 @@ def make_file_batch(store: TaskSink | None) -> ConstructorNode:
         unstored = (a.serialized() for a in accepted if a.spec is not None)
         for batch in chunked(unstored, RECORD_BATCH):
             store.add_serialized(state["round_id"], batch)
-        store.add_goal_sketches({a.id: a.digest for a in accepted if a.spec and a.digest})
+        store.add_goal_sketches({a.id: a.sketch for a in accepted if a.spec and a.sketch})
         return {"rejected": [], "accepted": [a if a.spec is None else a.stored() for a in accepted]}
 
     return file_batch

@@ -23,6 +23,7 @@ from agents.llm import JsonLLM
 from agents.task_constructor import (
     GoalsInCatalog,
     construct_tasks,
+    goal_sketch,
     resolve_recollection,
     what_it_asks,
 )
@@ -194,18 +195,22 @@ def _no_simulator() -> InvalidInputError:
 
 
 def keep_goal_digests(tasks: TaskStore) -> int:
-    """Keep the MinHash digest of what each stored task asks, for those that have none yet
-    (tasks stored before digests were kept, the development set, a batch whose
-    construction stopped between storing it and its digests), reading ``SPEC_BATCH``
-    specs at a time; the number kept. Each task is sketched once, whatever the number of
-    rounds after it."""
+    """Keep the sketch of what each stored task asks (``GoalSketch``), for those that have
+    none yet (tasks stored before sketches kept shingles, the development set, a batch
+    whose construction stopped between storing it and its sketches), reading
+    ``SPEC_BATCH`` specs at a time; the number kept. Each task is sketched once, whatever
+    the number of rounds after it."""
     hasher = MinHasher()
     kept = 0
     for task_ids in chunked(tasks.without_goal_sketch(), SPEC_BATCH):
         specs = tasks.by_ids(task_ids)
-        sketches = hasher.sketches([word_shingles(what_it_asks(t)) for t in specs])
+        shingled = [word_shingles(what_it_asks(t)) for t in specs]
+        sketches = hasher.sketches(shingled)
         kept += tasks.add_goal_sketches(
-            {t.id: sketch.digest() for t, sketch in zip(specs, sketches, strict=True)}
+            {
+                t.id: goal_sketch(sketch, shingles)
+                for t, sketch, shingles in zip(specs, sketches, shingled, strict=True)
+            }
         )
     return kept
 

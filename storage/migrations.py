@@ -281,6 +281,18 @@ _V9_PROPOSALS: Migration = (
 its proposal to the decision on it and after: the round's tasks hand on its id, not its
 members, and an approved one is frozen from here."""
 
+_V10_GOAL_SHINGLES: Migration = (
+    "DROP TABLE goal_sketches",
+    """CREATE TABLE goal_sketches (
+        task_id VARCHAR PRIMARY KEY,
+        digest UINTEGER[] NOT NULL,
+        shingles UBIGINT[] NOT NULL
+    )""",
+)
+"""Version 10: each task's shingle hashes beside its digest, so that a near-duplicate is
+confirmed on the exact similarity, not the digest's estimate. The digests kept before are
+dropped: the next round's construction sketches every task again, with its shingles."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     _V1_RECORDS,
     _V2_SHARDS,
@@ -291,6 +303,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _V7_DEPLOYMENTS,
     _V8_GOAL_SKETCHES,
     _V9_PROPOSALS,
+    _V10_GOAL_SHINGLES,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

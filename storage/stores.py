@@ -165,6 +165,14 @@ class RoundStore(Protocol):
         ...
 
 
+class GoalSketch(NamedTuple):
+    """What a task asks as near-duplicate detection keeps it: its MinHash digest (which
+    proposes LSH candidates) and its shingles' hashes, sorted (their exact similarity)."""
+
+    digest: Sequence[int]
+    shingles: Sequence[int]
+
+
 class TaskStore(Protocol):
     """Constructed tasks (train and development) and the proposals refused."""
 
@@ -238,24 +246,24 @@ class TaskStore(Protocol):
         """Fingerprints of the tasks constructed in other rounds (or none)."""
         ...
 
-    def add_goal_sketches(self, digests: Mapping[str, Sequence[int]]) -> int:
-        """Keep each task's MinHash digest of what it asks (task id -> the digest's
-        values), in one transaction; the number new (a task keeps its first)."""
+    def add_goal_sketches(self, sketches: Mapping[str, GoalSketch]) -> int:
+        """Keep each task's sketch of what it asks (task id -> its MinHash digest and its
+        shingle hashes), in one transaction; the number new (a task keeps its first)."""
         ...
 
     def without_goal_sketch(self) -> list[str]:
-        """The ids of the tasks with no goal digest kept yet, ordered by id."""
+        """The ids of the tasks with no goal sketch kept yet, ordered by id."""
         ...
 
     def goal_twins(
-        self, queries: Sequence[tuple[str, Sequence[int]]], bands: int, threshold: float
+        self, queries: Sequence[tuple[str, GoalSketch]], bands: int, threshold: float
     ) -> list[tuple[str | None, float]]:
-        """Per query (a task id and a digest; equal lengths, a multiple of ``bands``): the
-        stored task most similar to it other than the one with that id (a construction run
-        again meets its own stored tasks), with the share of equal values, among those
-        whose kept digest has one of its ``bands`` runs of consecutive values equal (MinHash
-        LSH's candidates) and a share of at least ``threshold``; ties go to the first by
-        id; (None, 0.0) when there is none."""
+        """Per query (a task id and its sketch; digests of equal lengths, a multiple of
+        ``bands``): the stored task most similar to it other than the one with that id (a
+        construction run again meets its own stored tasks), with the Jaccard similarity of
+        their shingle hashes, among those whose kept digest has one of its ``bands`` runs
+        of consecutive values equal (MinHash LSH's candidates) and a similarity of at least
+        ``threshold``; ties go to the first by id; (None, 0.0) when there is none."""
         ...
 
 

@@ -28,12 +28,15 @@ from storage.sql import (
     registered,
     unique,
 )
-from storage.stores import Placement
+from storage.stores import GoalSketch, Placement
 
 INSERT_BATCH = 1_000
 """Tasks turned into rows and inserted at once: a large round's tasks are stored in one
 transaction without their rows all in memory (each spec is kilobytes of JSON)."""
 
+
+_DIGEST = pa.list_(pa.uint32())
+_HASHES = pa.list_(pa.uint64())
 
 GOAL_TWINS_QUERY = """
 WITH q AS (
@@ -47,23 +50,24 @@ WITH q AS (
 ), candidates AS (
     SELECT DISTINCT q.pos, s.task_id
     FROM q JOIN s ON s.band = q.band AND s.key = q.key AND s.task_id <> q.id
-), scored AS (
-    SELECT c.pos, c.task_id,
-           list_sum(list_transform(d.digest, lambda x, i: (x = g.digest[i])::INTEGER))
-               / len(d.digest) AS similarity
+), shared AS (
+    SELECT c.pos, c.task_id, len(d.shingles) + len(g.shingles) AS sizes,
+           len(list_intersect(d.shingles, g.shingles)) AS common
     FROM candidates c
     JOIN _query d ON d.pos = c.pos
     JOIN goal_sketches g ON g.task_id = c.task_id
+), scored AS (
+    SELECT pos, task_id, common / (sizes - common) AS similarity FROM shared
 )
 SELECT pos, task_id, similarity FROM scored
 WHERE similarity >= $threshold
 QUALIFY row_number() OVER (PARTITION BY pos ORDER BY similarity DESC, task_id) = 1
 """
-"""The most similar stored task for each query (its id and digest; the task with that id
-is not its own twin), among those whose digest has a whole LSH band (``rows`` consecutive
-values) equal to the query's (rensa's ``RMinHashLSH`` candidates: checked equal on 1,600
-queries), by the share of equal values (rensa's ``jaccard``), at least ``threshold``; ties
-go to the first id."""
+"""The most similar stored task for each query (its id, digest and shingle hashes; the
+task with that id is not its own twin), among those whose digest has a whole LSH band
+(``rows`` consecutive values) equal to the query's (rensa's ``RMinHashLSH`` candidates:
+checked equal on 1,600 queries), by the Jaccard similarity of their shingle hashes
+(distinct on both sides), at least ``threshold``; ties go to the first id."""
 
 
 class DuckDBTaskStore:
@@ -178,13 +182,14 @@ class DuckDBTaskStore:
             ).fetchall()
         return {fingerprint for (fingerprint,) in rows}
 
-    def add_goal_sketches(self, digests: Mapping[str, Sequence[int]]) -> int:
-        if not digests:
+    def add_goal_sketches(self, sketches: Mapping[str, GoalSketch]) -> int:
+        if not sketches:
             return 0
         rows = pa.table(
             {
-                "task_id": pa.array(list(digests), pa.string()),
-                "digest": pa.array([list(d) for d in digests.values()], pa.list_(pa.uint32())),
+                "task_id": pa.array(list(sketches), pa.string()),
+                "digest": pa.array([list(s.digest) for s in sketches.values()], _DIGEST),
+                "shingles": pa.array([list(s.shingles) for s in sketches.values()], _HASHES),
             }
         )
         with self._file.write() as con:
@@ -194,7 +199,7 @@ class DuckDBTaskStore:
         return self._ids("WHERE id NOT IN (SELECT task_id FROM goal_sketches)", [])
 
     def goal_twins(
-        self, queries: Sequence[tuple[str, Sequence[int]]], bands: int, threshold: float
+        self, queries: Sequence[tuple[str, GoalSketch]], bands: int, threshold: float
     ) -> list[tuple[str | None, float]]:
         twins: list[tuple[str | None, float]] = [(None, 0.0)] * len(queries)
         if not queries:
@@ -203,12 +208,13 @@ class DuckDBTaskStore:
             {
                 "pos": pa.array(range(len(queries)), pa.int64()),
                 "id": pa.array([task_id for task_id, _ in queries], pa.string()),
-                "digest": pa.array([list(d) for _, d in queries], pa.list_(pa.uint32())),
+                "digest": pa.array([list(s.digest) for _, s in queries], _DIGEST),
+                "shingles": pa.array([list(s.shingles) for _, s in queries], _HASHES),
             }
         )
         params = {
             "bands": bands,
-            "rows": len(queries[0][1]) // bands,
+            "rows": len(queries[0][1].digest) // bands,
             "threshold": threshold,
         }
         with self._file.read() as con, registered(con, "_query", query):

@@ -23,6 +23,7 @@ from agents.task_constructor import (
     replan,
     reword,
     reword_all,
+    what_it_asks,
 )
 from contract import (
     Capability,
@@ -47,6 +48,7 @@ from contract import (
     default_plan,
     goal_problem,
 )
+from curation.dedup import shingle_hashes, word_shingles
 from curation.planning import plan_from_feedback
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import (
@@ -58,6 +60,7 @@ from envs.sandbox.templates.catalog import (
     template_named,
 )
 from envs.sandbox.templates.patterns import grounded_arguments
+from storage.stores import GoalSketch
 from tests.fakes import (
     RawReply,
     Reply,
@@ -273,7 +276,7 @@ class SpyStore:
         self.tasks: list[TaskSpec] = []
         self.rejections: list[RejectedTask] = []
         self.writes: list[int] = []
-        self.digests: dict[str, list[int]] = {}
+        self.sketches: dict[str, GoalSketch] = {}
 
     def add(self, round_id: str | None, tasks: Iterable[TaskSpec]) -> int:
         added = list(tasks)
@@ -288,9 +291,9 @@ class SpyStore:
         self.rejections += rejections
         return len(rejections)
 
-    def add_goal_sketches(self, digests: Mapping[str, Sequence[int]]) -> int:
-        new = {k: list(v) for k, v in digests.items() if k not in self.digests}
-        self.digests.update(new)
+    def add_goal_sketches(self, sketches: Mapping[str, GoalSketch]) -> int:
+        new = {k: v for k, v in sketches.items() if k not in self.sketches}
+        self.sketches.update(new)
         return len(new)
 
 
@@ -367,8 +370,11 @@ def test_each_batch_is_stored_as_it_is_decided_and_its_specs_let_go(
     assert max(store.writes) <= 9
     assert specs_held and not any(specs_held), "a stored task kept its spec"
     assert sorted(r.id for r in store.rejections) == sorted(r.id for r in whole.rejected)
-    assert set(store.digests) == {t.id for t in store.tasks}, "each filed with its goal digest"
-    assert {len(d) for d in store.digests.values()} == {64}
+    assert set(store.sketches) == {t.id for t in store.tasks}, "each filed with its goal sketch"
+    assert {len(s.digest) for s in store.sketches.values()} == {64}
+    for task in store.tasks:
+        shingles = store.sketches[task.id].shingles
+        assert shingles == shingle_hashes(word_shingles(what_it_asks(task)))
 
 
 def test_a_pass_builds_its_draws_a_bounded_batch_at_a_time_with_the_same_outcome(

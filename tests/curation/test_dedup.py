@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from agents.task_constructor import what_it_asks
 from contract import DropReason, Finish, InvalidInputError, Outcome, Trajectory
 from curation.dedup import (
     Duplicate,
@@ -16,11 +17,14 @@ from curation.dedup import (
     action_shingles,
     action_tokens,
     find_duplicates,
+    jaccard,
     keep_order,
     lsh_bands,
+    shingle_hashes,
     word_shingles,
 )
 from envs.sandbox import MobileSandbox
+from envs.sandbox.templates.catalog import instantiate, template_named
 from tests.curation.builders import is_clean_success, pick, rebuilt, redundant_pair, with_round
 
 GOAL = "Send a message to Vera Okafor saying that the meeting moved to Thursday at 10:00"
@@ -95,6 +99,53 @@ def test_adding_many_at_once_matches_adding_one_by_one() -> None:
     many.add_many((str(i), goal) for i, goal in enumerate(goals))
     for goal in goals:
         assert one.query(goal) == many.query(goal) is not None
+
+
+def _what_distinct_draws_ask(template: str, variants: int) -> list[list[str]]:
+    """The shingles of what a template's distinct draws ask, in draw order."""
+    sandbox = MobileSandbox()
+    asked = {
+        what_it_asks(instantiate(template_named(template), 3, sandbox, variant=v)): None
+        for v in range(variants)
+    }
+    return [word_shingles(text) for text in asked]
+
+
+def test_many_similar_documents_below_the_threshold_are_not_confirmed_by_the_estimate() -> None:
+    """A routine's draws differ in a door, a temperature and a setting: no two are 0.9
+    alike, but the sketches' estimate, met once per earlier draw, says so of many."""
+    draws = _what_distinct_draws_ask("run_bedtime_routine", 100)
+    assert len(draws) > 40
+    assert max(jaccard(a, b) for i, a in enumerate(draws) for b in draws[:i]) < 0.9
+    exact, estimated = NearDuplicateIndex(), NearDuplicateIndex()
+    false_twins = 0
+    for i, shingles in enumerate(draws):
+        sketch = exact.hasher.sketch(shingles)
+        assert exact.match_sketch(sketch, shingles) == (None, 0.0)
+        false_twins += estimated.match_sketch(sketch)[0] is not None
+        exact.add_sketch(f"draw-{i}", sketch, shingles)
+        estimated.add_sketch(f"draw-{i}", sketch)
+    assert false_twins > len(draws) // 10, "the noise this guards against"
+    assert exact.query(draws[3]) == "draw-3"
+
+
+def test_a_confirmed_twin_has_its_exact_similarity() -> None:
+    index = NearDuplicateIndex(threshold=0.8)
+    words = [f"w{i}" for i in range(30)]
+    index.add("a", words)
+    near = [*words[:29], "other"]  # 29 of 31
+    assert index.match_sketch(index.hasher.sketch(near), near) == ("a", 29 / 31)
+
+
+def test_shingle_hashes_are_distinct_sorted_and_the_same_in_another_process() -> None:
+    hashes = shingle_hashes(["a b c", "b c d", "a b c"])
+    assert len(hashes) == 2 and list(hashes) == sorted(hashes)
+    assert all(0 <= h < 2**64 for h in hashes)
+    code = "from curation.dedup import shingle_hashes; print(shingle_hashes(['a b c']))"
+    other = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert other.strip() == str(shingle_hashes(["a b c"]))
 
 
 def test_index_refuses_a_key_twice_and_a_bad_threshold() -> None:

@@ -1,5 +1,5 @@
 """The construct stage compares a round's proposals with the stored tasks through the
-catalog (their goal digests, kept once each: other rounds' and this round's filed batches)
+catalog (their goal sketches, kept once each: other rounds' and this round's filed batches)
 and decides exactly as a construction holding those goals in memory does; stopped
 half-way and run again, it constructs the same tasks."""
 
@@ -78,7 +78,7 @@ def test_each_stored_task_is_sketched_once(tmp_path: Path, monkeypatch: MonkeyPa
         stored = catalog.tasks.ids_of_round(FIRST)
         assert stored and catalog.tasks.without_goal_sketch() == []  # filed with them
     with duckdb.connect(str(catalog_path(home))) as con:
-        con.execute("DELETE FROM goal_sketches")  # as in a catalog from before digests
+        con.execute("DELETE FROM goal_sketches")  # as in a catalog from before sketches
     monkeypatch.setattr(round_stages, "SPEC_BATCH", 25)
 
     with Catalog.open(catalog_path(home)) as catalog:
@@ -101,9 +101,9 @@ def test_the_round_s_earlier_batches_are_asked_of_the_catalog(
 ) -> None:
     plan = default_plan(150)
     monkeypatch.setattr(task_constructor, "PROPOSAL_BATCH", 9)
-    in_memory = construct_tasks(FIRST, plan, 4, MobileSandbox(), max_passes=12)
+    in_memory = construct_tasks(FIRST, plan, 2, MobileSandbox(), max_passes=12)
 
-    construct(tmp_path, FIRST, plan, 4, max_passes=12)
+    construct(tmp_path, FIRST, plan, 2, max_passes=12)
 
     with Catalog.open(catalog_path(tmp_path), read_only=True) as catalog:
         assert catalog.tasks.ids_of_round(FIRST) == [t.id for t in in_memory.tasks]

@@ -47,9 +47,9 @@ def test_an_old_catalog_is_upgraded_and_keeps_its_rows(tmp_path: Path) -> None:
 
     catalog = Catalog.open(path)
 
-    assert _version(path) == SCHEMA_VERSION == 9
+    assert _version(path) == SCHEMA_VERSION == 10
     stats = catalog.stats()
-    # the tables versions 2 to 8 add
+    # the tables versions 2 to 10 add
     assert stats["shards"] == stats["dataset_approvals"] == stats["carry_over"] == 0
     assert stats["feedback_reports"] == stats["feedback_tasks"] == stats["models"] == 0
     assert stats["deployments"] == stats["goal_sketches"] == 0
@@ -61,6 +61,24 @@ def test_an_old_catalog_is_upgraded_and_keeps_its_rows(tmp_path: Path) -> None:
             "SELECT weight, decision, human, masked_steps, correction FROM dataset_members"
         ).fetchall()
     assert member == [(1.5, "approve", False, [], None)]  # version 3's columns, defaulted
+
+
+def test_goal_sketches_without_shingles_are_dropped_to_be_sketched_again(
+    tmp_path: Path,
+) -> None:
+    """A version 9 digest has no shingles to confirm a twin on: the upgrade drops it and
+    the tasks are named as lacking a sketch, which the next round's construction keeps."""
+    path = tmp_path / "catalog.duckdb"
+    with duckdb.connect(str(path)) as con:
+        migrate(con, 0, target=9)
+        con.execute("INSERT INTO goal_sketches VALUES ('task-1', [1, 2, 3])")
+
+    catalog = Catalog.open(path)
+
+    assert _version(path) == 10 and catalog.stats()["goal_sketches"] == 0
+    with duckdb.connect(str(path), read_only=True) as con:
+        columns = con.execute("SELECT column_name FROM (DESCRIBE goal_sketches)").fetchall()
+    assert columns == [("task_id",), ("digest",), ("shingles",)]
 
 
 def test_a_failed_upgrade_stops_at_the_last_whole_version(

@@ -57,6 +57,7 @@ from storage import (
 from storage.curation_files import read_curation_file, write_curation_file
 from storage.dataset_diff import DatasetDiff
 from storage.datasets import DatasetDescription
+from storage.stores import GoalSketch
 from tests.storage.builders import ROUND, approved_curation, curations_in, make_version
 from tests.storage.conftest import IMPLEMENTATIONS
 
@@ -101,7 +102,7 @@ WRITES: dict[str, Write] = {
     "tasks.add": lambda c, w: c.tasks.add(ROUND, [t.task for t in w.trajectories]),
     "tasks.add_rejections": lambda c, w: c.tasks.add_rejections([w.rejection]),
     "tasks.add_goal_sketches": lambda c, w: c.tasks.add_goal_sketches(
-        {t.task.id: [n] * 64 for n, t in enumerate(w.trajectories)}
+        {t.task.id: GoalSketch([n] * 64, [n]) for n, t in enumerate(w.trajectories)}
     ),
     "trajectories.ingest": lambda c, w: c.trajectories.ingest([w.shards]).trajectories,
     "reviews.add_curations": lambda c, w: c.reviews.add_curations(w.curations),
