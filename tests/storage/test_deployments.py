@@ -489,7 +489,7 @@ def test_a_version_6_catalog_is_upgraded_and_records_deployments(tmp_path: Path)
         assert catalog.models.deployments() == [promoted]
 
     with duckdb.connect(str(path)) as con:
-        assert schema_version(con) == SCHEMA_VERSION == 9
+        assert schema_version(con) == SCHEMA_VERSION == 10
         with pytest.raises(duckdb.ConstraintException, match="CHECK"):
             con.execute(
                 "INSERT INTO deployments (id, decision, created_at, recorded_at, record) "
