@@ -13,16 +13,15 @@ them: fewest steps first, then key. Everything follows from ``seed``.
 
 **Workload.** What the curator's ``_near_duplicates`` does, on one pool (the curator
 splits it by task and outcome first): sign every document, then for each item in order,
-look for the most similar earlier item whose Jaccard similarity is at least the
-threshold among the LSH candidates, and index it. Every
+look for the most similar earlier item whose *estimated* Jaccard similarity is at least
+the threshold (the LSH candidates, confirmed on the signatures), and index it. Every
 item is indexed, kept or not, so the ground truth does not depend on a detector's
 earlier answers. Both detectors get the same documents, threshold and permutations
 (``CuratorConfig``'s defaults):
 
 - the curator's: ``MinHasher.sketches`` over every document (rensa's
   ``RMinHash.from_token_sets``), then ``NearDuplicateIndex.match_sketch`` and
-  ``add_sketch`` (rensa's ``RMinHashLSH``, candidates confirmed on the shingle sets
-  themselves, exactly);
+  ``add_sketch`` (rensa's ``RMinHashLSH``, candidates confirmed on the sketches);
 - datasketch: ``MinHash.bulk`` (its documented fast path for many sets), then
   ``MinHashLSH.query``, each candidate confirmed with ``MinHash.jaccard`` (as its
   documentation advises), then ``MinHashLSH.insert``. Rows: its default SHA-1 hash; an
@@ -315,9 +314,9 @@ def run_curators(corpus: Corpus, threshold: float, num_perm: int) -> Run:
     signed = time.perf_counter()
     index = NearDuplicateIndex(threshold, hasher=hasher)
     found: list[str | None] = []
-    for key, sketch, shingles in zip(corpus.keys, sketches, corpus.documents, strict=True):
-        found.append(index.match_sketch(sketch, shingles)[0])
-        index.add_sketch(key, sketch, shingles)
+    for key, sketch in zip(corpus.keys, sketches, strict=True):
+        found.append(index.match_sketch(sketch)[0])
+        index.add_sketch(key, sketch)
     done = time.perf_counter()
     return Run(
         CURATORS,

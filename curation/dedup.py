@@ -60,9 +60,15 @@ class MinHasher:
 
 def jaccard(first: Collection[Hashable], second: Collection[Hashable]) -> float:
     """The Jaccard similarity of two sets (two empty ones: 1.0)."""
-    a, b = set(first), set(second)
-    union = len(a | b)
-    return len(a & b) / union if union else 1.0
+    a, b = _frozen(first), _frozen(second)
+    common = len(a & b)
+    union = len(a) + len(b) - common
+    return common / union if union else 1.0
+
+
+def _frozen(items: Iterable[Hashable]) -> frozenset[Hashable]:
+    """``items`` as a frozenset, not copied when it is one."""
+    return items if isinstance(items, frozenset) else frozenset(items)
 
 
 def shingle_hashes(shingles: Iterable[str]) -> tuple[int, ...]:
@@ -147,13 +153,13 @@ class NearDuplicateIndex:
         self._added.add(key)
         self._keys.append(key)
         self._sketches.append(sketch)
-        self._shingles.append(None if shingles is None else frozenset(shingles))
+        self._shingles.append(None if shingles is None else _frozen(shingles))
 
     def match_sketch(
         self, sketch: Sketch, shingles: Iterable[Hashable] | None = None
     ) -> tuple[str | None, float]:
         """The best near-duplicate's key and its similarity (None, 0.0 if none)."""
-        mine = None if shingles is None else frozenset(shingles)
+        mine = None if shingles is None else _frozen(shingles)
         best: tuple[str | None, float] = (None, 0.0)
         for position in sorted(self._lsh.query(sketch)):
             theirs = self._shingles[position]
@@ -234,9 +240,12 @@ def find_duplicates(
     """The trajectories to drop, by id, each with the kept one it copies.
 
     Exact: the same task fingerprint, actions and outcome. Near: within the same task
-    fingerprint and outcome, action shingles (:func:`action_shingles`) whose Jaccard
-    similarity is at least ``threshold`` (an LSH candidate, confirmed on the shingles).
-    Kept copies are chosen by :func:`keep_order`, and every drop names a kept trajectory
+    fingerprint and outcome, action shingles (:func:`action_shingles`) whose estimated
+    Jaccard similarity is at least ``threshold``: a trajectory meets only the few kept
+    ones of its task and outcome, so the estimate's noise does not compound as it does
+    for task goals, and confirming on the sketches keeps 200,000 trajectories' detection
+    under a second (on the shingles: 4.4 s, ``flywheel bench dedup``). Kept copies are
+    chosen by :func:`keep_order`, and every drop names a kept trajectory
     (an exact copy of a near-duplicate is that near-duplicate's drop).
     """
     _check_threshold(threshold)
@@ -266,15 +275,14 @@ def _near_duplicates(
     documents = [action_shingles([s.token for s in t.steps]) for t in ordered]
     indexes: dict[tuple[str, str], NearDuplicateIndex] = {}
     found: dict[str, Duplicate] = {}
-    sketches = hasher.sketches(documents)
-    for t, sketch, shingles in zip(ordered, sketches, documents, strict=True):
+    for t, sketch in zip(ordered, hasher.sketches(documents), strict=True):
         group = (t.fingerprint, t.outcome.value)
         index = indexes.get(group)
         if index is None:
             index = indexes[group] = NearDuplicateIndex(threshold, hasher=hasher)
-        of, similarity = index.match_sketch(sketch, shingles)
+        of, similarity = index.match_sketch(sketch)
         if of is None:
-            index.add_sketch(t.id, sketch, shingles)
+            index.add_sketch(t.id, sketch)
         else:
             found[t.id] = Duplicate(DropReason.NEAR_DUPLICATE, of, round(similarity, 6))
     return found
