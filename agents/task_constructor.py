@@ -20,6 +20,7 @@ them is refused before anything is built or stored.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import zlib
@@ -198,8 +199,19 @@ class Accepted(NamedTuple):
 Twin = tuple[str | None, float]
 """A near-duplicate's key and its Jaccard similarity; (None, 0.0): none."""
 
-Asked = tuple[str, Sketch, Sequence[str]]
-"""What a task asks, for near-duplicate detection: its id, sketch and shingles."""
+
+@dataclass(frozen=True)
+class Asked:
+    """What a task asks, for near-duplicate detection: its id, sketch and shingle set."""
+
+    task_id: str
+    sketch: Sketch
+    shingles: frozenset[str]
+
+    @functools.cached_property
+    def kept(self) -> GoalSketch:
+        """As the catalog keeps it: hashed once, for its query or its filing."""
+        return goal_sketch(self.sketch, self.shingles)
 
 
 class KnownGoals(Protocol):
@@ -226,11 +238,11 @@ class GoalsInMemory:
         self._index.add_many([(f"known-{i}", text) for i, text in enumerate(goals)])
 
     def twins(self, proposals: Sequence[Asked]) -> list[Twin]:
-        return [self._index.match_sketch(sketch, shingles) for _, sketch, shingles in proposals]
+        return [self._index.match_sketch(a.sketch, a.shingles) for a in proposals]
 
     def remember(self, accepted: Sequence[Asked]) -> None:
-        for task_id, sketch, shingles in accepted:
-            self._index.add_sketch(task_id, sketch, shingles)
+        for asked in accepted:
+            self._index.add_sketch(asked.task_id, asked.sketch, asked.shingles)
 
 
 class GoalStore(Protocol):
@@ -255,9 +267,7 @@ class GoalsInCatalog:
         self._threshold = threshold
 
     def twins(self, proposals: Sequence[Asked]) -> list[Twin]:
-        queries = [
-            (task_id, goal_sketch(sketch, shingles)) for task_id, sketch, shingles in proposals
-        ]
+        queries = [(asked.task_id, asked.kept) for asked in proposals]
         if not queries:
             return []
         bands, _ = lsh_bands(len(queries[0][1].digest), self._threshold)
@@ -352,7 +362,7 @@ def templates_of(slot: Slot) -> list[TaskTemplate]:
     return templates_for(slot) if isinstance(slot, tuple) else templates_with(slot)
 
 
-def goal_sketch(sketch: Sketch, shingles: Sequence[str]) -> GoalSketch:
+def goal_sketch(sketch: Sketch, shingles: Iterable[str]) -> GoalSketch:
     """What a task asks as the catalog keeps it."""
     return GoalSketch(tuple(sketch.digest()), shingle_hashes(shingles))
 
@@ -594,7 +604,7 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
                 survivors.append((proposal, proposal.task))
         shingled = [word_shingles(what_it_asks(t)) for _, t in survivors]
         asked = [
-            (task.id, sketch, shingles)
+            Asked(task.id, sketch, frozenset(shingles))
             for (_, task), sketch, shingles in zip(
                 survivors, batch.hasher.sketches(shingled), shingled, strict=True
             )
@@ -614,12 +624,9 @@ def make_validate(sandbox: MobileSandbox, threshold: float) -> ConstructorNode:
             missing[proposal.slot] -= 1
             if proposal.repair is not None:
                 repair_of[task.id] = proposal.repair
-            _, sketch, shingles = mine
-            accepted.append(
-                Accepted.of(task, slot_of(task, repair_of), goal_sketch(sketch, shingles))
-            )
+            accepted.append(Accepted.of(task, slot_of(task, repair_of), mine.kept))
             seen.add(task.fingerprint)
-            batch.add_sketch(task.id, sketch, shingles)
+            batch.add_sketch(task.id, mine.sketch, mine.shingles)
             accepted_goals.append(mine)
         goals.remember(accepted_goals)
         return {
@@ -661,7 +668,7 @@ def _costly_check(
 ) -> tuple[RejectionReason | None, str]:
     if task.fingerprint in seen:
         return RejectionReason.DUPLICATE, "a task with this fingerprint was just accepted"
-    ours = batch.match_sketch(asked[1], asked[2])
+    ours = batch.match_sketch(asked.sketch, asked.shingles)
     twin = known[0] if known[0] is not None and known[1] >= ours[1] else ours[0]
     if twin is not None:
         return RejectionReason.NEAR_DUPLICATE, f"it nearly repeats {twin} (goal and checks)"
