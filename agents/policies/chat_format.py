@@ -215,13 +215,18 @@ def _harness_tools() -> tuple[dict[str, Any], ...]:
 
 
 def render_feedback(feedback: Feedback) -> str:
-    """Feedback as the compact JSON of a tool message."""
+    """Feedback as the compact JSON of a tool message, every object's keys sorted: the
+    catalog stores feedback as canonical JSON, so a result read back (what a training row
+    shows) has its keys sorted whatever order the tool wrote them in, and a live episode
+    must show the model the same text (``{"key":..,"source":..,"value":..}`` from memory,
+    not ``{"key":..,"value":..,"source":..}``), or what it learned is laid out otherwise
+    at inference, its values' references numbered otherwise too."""
     if feedback.error is not None:
         return render_error(feedback.error)
     payload: dict[str, Any] = {"result": feedback.result}
     if feedback.state_changes:
         payload["state_changes"] = [c.model_dump(mode="json") for c in feedback.state_changes]
-    return orjson.dumps(payload).decode()
+    return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode()
 
 
 NO_FEEDBACK = ExecutionError(kind=ErrorKind.BACKEND_ERROR, message="no feedback was recorded")
@@ -442,7 +447,7 @@ def _json_render_result(feedback: Mapping[str, Any]) -> str:
     payload: dict[str, Any] = {"result": feedback["result"]}
     if changes := feedback["state_changes"]:
         payload["state_changes"] = [{name: c[name] for name in _CHANGE_FIELDS} for c in changes]
-    return orjson.dumps(payload).decode()
+    return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def trajectory_conversation(

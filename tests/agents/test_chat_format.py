@@ -169,6 +169,47 @@ def test_scripted_actions_become_the_calls_the_openai_policy_would_make(
         )
 
 
+def test_a_stored_trajectory_shows_what_the_live_episode_showed(
+    faulty_trajectories: list[Trajectory], sandbox: MobileSandbox
+) -> None:
+    """The catalog keeps feedback as canonical JSON, every object's keys sorted; a
+    training row is rebuilt from it. Its tool messages must be the text the live session
+    showed, or a model meets at inference a layout it was never trained on. (A call's
+    arguments are the model's own output: the rows write them sorted, and the call
+    grammar lets a model write them so.)"""
+    unsorted = 0
+    for trajectory in faulty_trajectories:
+        stored = Trajectory.from_json(trajectory.to_json())
+        view = task_view(trajectory.task, sandbox, MAX_STEPS)
+        live = _parsed_calls(trajectory_conversation(trajectory, view).messages)
+        assert _parsed_calls(trajectory_conversation(stored, view).messages) == live
+        unsorted += sum(_out_of_order(step.feedback.result) for step in trajectory.steps)
+    assert unsorted > 0, "no tool wrote keys out of sorted order: the test shows nothing"
+
+
+def _parsed_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with each call's arguments as an object, whatever their order."""
+    return [
+        {**m, "tool_calls": [_parsed(c) for c in m["tool_calls"]]} if m.get("tool_calls") else m
+        for m in messages
+    ]
+
+
+def _parsed(call: dict[str, Any]) -> dict[str, Any]:
+    function = call["function"]
+    return {**call, "function": {**function, "arguments": json.loads(function["arguments"])}}
+
+
+def _out_of_order(value: Any) -> int:
+    """How many objects in ``value`` have their keys out of sorted order."""
+    if isinstance(value, dict):
+        own = int(list(value) != sorted(value))
+        return own + sum(_out_of_order(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_out_of_order(v) for v in value)
+    return 0
+
+
 def test_a_correction_replaces_the_final_answer_and_is_trained(
     faulty_trajectories: list[Trajectory], sandbox: MobileSandbox
 ) -> None:
