@@ -32,6 +32,7 @@ from contract import (
     RubricCheck,
     Step,
     Trajectory,
+    canonical_json,
 )
 from curation.dedup import find_duplicates
 from curation.facts import TrajectoryFacts, facts_of
@@ -267,7 +268,7 @@ def _render_step(step: Step) -> str:
     if feedback.error is not None:
         return f"{action} -> error {feedback.error.kind.value}: {feedback.error.message}"
     changes = ", ".join(f"{c.op} {c.collection}/{c.entity_id}" for c in feedback.state_changes)
-    result = orjson.dumps(feedback.result).decode()
+    result = canonical_json(feedback.result).decode()  # the same live and read back
     if len(result) > RESULT_CHARS:
         result = result[:RESULT_CHARS] + "..."
     return f"{action} -> ok {result}" + (f"; {changes}" if changes else "")

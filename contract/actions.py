@@ -33,7 +33,10 @@ class ToolCall(_Action):
         return self.tool
 
     def describe(self) -> str:
-        args = ", ".join(f"{k}={canonical_json(v).decode()}" for k, v in self.arguments.items())
+        """Its arguments by name: equal calls (whatever order a model wrote their
+        arguments in, or the catalog stored them in) describe alike."""
+        items = sorted(self.arguments.items())
+        args = ", ".join(f"{k}={canonical_json(v).decode()}" for k, v in items)
         return f"{self.tool}({args})"
 
 
@@ -160,10 +163,10 @@ _FIELDS: dict[str, tuple[str, ...]] = {
 def describe_json(action: Mapping[str, Any]) -> str:
     """``describe()`` of an action from its JSON as ``to_json`` wrote it (every field
     present), without validating it: the catalog's readers build the line from the stored
-    column. A tool call's arguments come in the JSON's order (the catalog's is sorted)."""
+    column. A tool call's arguments come sorted by name, as ``describe()`` writes them."""
     kind = action["kind"]
     if kind == "tool_call":
-        name, items = action["tool"], action["arguments"].items()
+        name, items = action["tool"], sorted(action["arguments"].items())
     else:
         name, items = kind, ((field, action[field]) for field in _FIELDS[kind])
     return f"{name}({', '.join(f'{k}={canonical_json(v).decode()}' for k, v in items)})"

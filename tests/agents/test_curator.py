@@ -203,6 +203,17 @@ def test_the_judge_node_asks_only_what_rules_leave_open(
     assert "verifier" not in prompt.lower()
 
 
+def test_the_judge_reads_a_trajectory_alike_live_and_read_back(
+    faulty_trajectories: list[Trajectory],
+) -> None:
+    """The catalog stores results as canonical JSON (keys sorted); the judge's prompt,
+    cut to ``RESULT_CHARS`` a step, must not depend on whether the curator got the
+    trajectory from a live round or from the catalog."""
+    for trajectory in faulty_trajectories:
+        stored = Trajectory.from_json(trajectory.to_json())
+        assert render_for_judge(stored) == render_for_judge(trajectory)
+
+
 def test_a_judge_that_answers_garbage_is_recorded_and_curation_goes_on(
     success: Trajectory,
 ) -> None:

@@ -133,11 +133,13 @@ def test_a_call_is_described_alike_whatever_the_order_of_its_arguments() -> None
     ],
 )
 def test_describe_json_is_describe_of_the_stored_action(action: object) -> None:
-    """The catalog stores canonical JSON; read back, the record describes itself the same."""
+    """The catalog stores canonical JSON; read back, the record describes itself as it
+    did live (a tool call's arguments out of sorted order included)."""
     stored = action.to_json()  # type: ignore[attr-defined]
     loaded = action_adapter.validate_json(stored)
 
-    assert describe_json(orjson.loads(stored)) == loaded.describe()
+    live = action.describe()  # type: ignore[attr-defined]
+    assert describe_json(orjson.loads(stored)) == loaded.describe() == live
 
 
 def test_an_output_that_was_no_action_is_a_token_of_its_error() -> None:
