@@ -168,5 +168,5 @@ def describe_json(action: Mapping[str, Any]) -> str:
     if kind == "tool_call":
         name, items = action["tool"], sorted(action["arguments"].items())
     else:
-        name, items = kind, ((field, action[field]) for field in _FIELDS[kind])
+        name, items = kind, [(field, action[field]) for field in _FIELDS[kind]]
     return f"{name}({', '.join(f'{k}={canonical_json(v).decode()}' for k, v in items)})"
