@@ -517,6 +517,7 @@ def test_a_nano_request_takes_the_nano_defaults_for_what_it_leaves_unset(
     )
     assert (descendant.sft.epochs, descendant.sft.step_cap) != (nano["epochs"], nano["step_cap"])
     assert descendant.sft.learning_rate == continued["learning_rate"] < nano["learning_rate"]
+    assert descendant.sft.replay_share == continued["replay_share"] != request.sft.replay_share
     assert descendant.sft.batch_size == nano["batch_size"], "the rest as nano trains"
     assert request.sft.step_cap == nano["step_cap"], "from the recipe: the base's own"
     capped = TrainRequest.of(
