@@ -38,6 +38,7 @@ from contract import (
     Step,
     TaskSpec,
     Trajectory,
+    canonical_json,
 )
 from envs.backends import ToolSource, arriving_specs
 from envs.sandbox.state import WORLD_DATE
@@ -226,7 +227,7 @@ def render_feedback(feedback: Feedback) -> str:
     payload: dict[str, Any] = {"result": feedback.result}
     if feedback.state_changes:
         payload["state_changes"] = [c.model_dump(mode="json") for c in feedback.state_changes]
-    return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode()
+    return canonical_json(payload).decode()
 
 
 NO_FEEDBACK = ExecutionError(kind=ErrorKind.BACKEND_ERROR, message="no feedback was recorded")
@@ -447,7 +448,7 @@ def _json_render_result(feedback: Mapping[str, Any]) -> str:
     payload: dict[str, Any] = {"result": feedback["result"]}
     if changes := feedback["state_changes"]:
         payload["state_changes"] = [{name: c[name] for name in _CHANGE_FIELDS} for c in changes]
-    return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode()
+    return canonical_json(payload).decode()
 
 
 def trajectory_conversation(

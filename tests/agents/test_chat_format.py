@@ -181,23 +181,10 @@ def test_a_stored_trajectory_shows_what_the_live_episode_showed(
     for trajectory in faulty_trajectories:
         stored = Trajectory.from_json(trajectory.to_json())
         view = task_view(trajectory.task, sandbox, MAX_STEPS)
-        live = _parsed_calls(trajectory_conversation(trajectory, view).messages)
-        assert _parsed_calls(trajectory_conversation(stored, view).messages) == live
+        live = template_messages(trajectory_conversation(trajectory, view).messages)
+        assert template_messages(trajectory_conversation(stored, view).messages) == live
         unsorted += sum(_out_of_order(step.feedback.result) for step in trajectory.steps)
     assert unsorted > 0, "no tool wrote keys out of sorted order: the test shows nothing"
-
-
-def _parsed_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` with each call's arguments as an object, whatever their order."""
-    return [
-        {**m, "tool_calls": [_parsed(c) for c in m["tool_calls"]]} if m.get("tool_calls") else m
-        for m in messages
-    ]
-
-
-def _parsed(call: dict[str, Any]) -> dict[str, Any]:
-    function = call["function"]
-    return {**call, "function": {**function, "arguments": json.loads(function["arguments"])}}
 
 
 def _out_of_order(value: Any) -> int:
