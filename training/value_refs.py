@@ -23,8 +23,12 @@ does not fit, nothing is added.
 A tool's words are not referenced: with every word of a result's strings behind a
 reference too, the model wrote a word where an id belongs (a song's title for its id, a
 word of an error message for a contact's id), and greedy episodes on the development
-set's seen templates solved fewer tasks (README, "The nano base"). Digits inside a word,
-a phone number's country code after ``+`` and a decimal's parts are not values either.
+set's seen templates solved fewer tasks (README, "The nano base"). A skill's steps are
+the exception: the user wrote the routine, its steps name the settings, levels and
+labels a call copies (``set_setting bluetooth off``, ``set_level ring_volume to 17``),
+and read as plain text the model wrote whichever name it had seen most instead
+(README, "A skill's words by reference"). Digits inside a word, a phone number's country
+code after ``+`` and a decimal's parts are not values either.
 
 Marking depends only on the messages before a turn, so rendering a longer conversation
 extends the rendering of a shorter one (what SFT's masks and the rollouts' token traces
@@ -40,6 +44,8 @@ from datetime import date
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
+
+from agents.policies.chat_format import SKILL_FUNCTION
 
 MAX_REFERENCES = 96
 """Reference tokens in a vocabulary; values past the last one are shown plain."""
@@ -59,11 +65,13 @@ routine's alarm (``set_alarm at 07:20``) or an opening hour a search agent found
 copied from a result as one token, as an id is."""
 WORD_OR_VALUE = re.compile(
     rf"{_ALONE_BEFORE}(?P<value>{_NUMBER_OR_ID}|{_TIME}){_ALONE_AFTER}"
-    rf"|(?<![\w+-])(?P<word>[^\W\d_]+)(?!\w|-\d|\.\d)"
+    rf"|(?<![\w+-])(?P<word>[^\W\d_]+(?:_[^\W\d_]+)*)(?!\w|-\d|\.\d)"
 )
-"""``VALUE`` or a word, also after a dot (``user.brother``) or before
-a colon (``brother:``): what the user's turns are marked by, since a call copies names,
-labels, choices and keys from the request word by word."""
+"""``VALUE`` or a word (a name joined by underscores, ``ring_volume``, is one), also
+after a dot (``user.brother``) or before a colon (``brother:``): what the user's turns
+and a skill's steps are marked by, since a call copies names, labels, choices and keys
+from the request word by word."""
+_SKILL_STEPS = re.compile(r'"steps":\s*\[')
 _MONTHS = (
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
@@ -180,6 +188,7 @@ def with_references(
     references = References()
     shown: list[dict[str, Any]] = []
     today: date | None = None
+    function_of: dict[str, Any] = {}
     for original in messages:
         message = dict(original)
         role = message.get("role")
@@ -189,13 +198,46 @@ def with_references(
         elif role == "user" and isinstance(content, str):
             message["content"] = references.mark(with_dates_meant(content, today), words=True)
         elif role == "tool" and isinstance(content, str):
-            message["content"] = references.mark(content)
+            if function_of.get(str(message.get("tool_call_id"))) == SKILL_FUNCTION:
+                message["content"] = _marked_skill(content, references)
+            else:
+                message["content"] = references.mark(content)
         elif role == "assistant" and message.get("tool_calls"):
+            function_of.update(_functions(message["tool_calls"]))
             message["tool_calls"] = [
                 _referred_call(call, references) for call in message["tool_calls"]
             ]
         shown.append(message)
     return shown, references
+
+
+def _functions(calls: Any) -> dict[str, Any]:
+    """The function each call names, by the call's id (calls of another shape are
+    skipped)."""
+    named: dict[str, Any] = {}
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping) and isinstance(call.get("id"), str):
+            named[call["id"]] = function.get("name")
+    return named
+
+
+def _marked_skill(content: str, references: References) -> str:
+    """A skill's result with the words of its steps referenced as a user's are (module
+    docstring), the rest as any tool's result."""
+    found = _SKILL_STEPS.search(content)
+    if found is None:
+        return references.mark(content)
+    start = found.end() - 1
+    try:
+        _, end = json.JSONDecoder().raw_decode(content, start)
+    except ValueError:
+        return references.mark(content)
+    return (
+        references.mark(content[:start])
+        + references.mark(content[start:end], words=True)
+        + references.mark(content[end:])
+    )
 
 
 def stated_today(text: str) -> date | None:

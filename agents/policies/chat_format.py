@@ -49,6 +49,8 @@ Message = dict[str, Any]
 OPENAI_POLICY = "openai"
 """The policy name of ``OpenAIPolicy``: its steps record the model's raw replies."""
 SUBAGENT_PREFIX = "subagent_"
+SKILL_FUNCTION = "load_skill"
+"""The harness function that loads a skill: its result is a routine the user wrote."""
 NUDGE = (
     "Your last reply contained no usable function call. Reply with exactly one function "
     "call; call finish(answer) when the task is done."
@@ -108,7 +110,7 @@ HARNESS: dict[str, HarnessFunction] = {
             lambda a: MemorySearch(query=a["query"]),
         ),
         HarnessFunction(
-            "load_skill",
+            SKILL_FUNCTION,
             "Load a documented multi-step routine from the skills library by name.",
             (("name", "the skill's name"),),
             lambda a: SkillLoad(name=a["name"]),
@@ -348,7 +350,7 @@ _HARNESS_OF = {
     "memory_read": "memory_read",
     "memory_write": "memory_write",
     "memory_search": "memory_search",
-    "skill_load": "load_skill",
+    "skill_load": SKILL_FUNCTION,
     "clarify": "ask_user",
     "refuse": "refuse",
     "finish": "finish",

@@ -88,6 +88,107 @@ def test_a_users_words_and_times_are_referenced_and_a_name_is_written_word_by_wo
     assert json.loads(refs.resolve(written)) == {"query": "Taj Spice", "time": "20:30", "party": 4}
 
 
+def _skill_conversation(function: str = "load_skill") -> list[dict[str, Any]]:
+    steps = ["set_setting bluetooth off", "set_level ring_volume to 17 (d-4)"]
+    result = {"result": {"description": "Quiet night.", "name": "bedtime", "steps": steps}}
+    return [
+        {"role": "user", "content": "Run my bedtime routine."},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "call_0",
+                    "type": "function",
+                    "function": {"name": function, "arguments": {"name": "bedtime"}},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_0", "content": json.dumps(result)},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {
+                        "name": "set_level",
+                        "arguments": {"name": "ring_volume", "value": 17, "tag": "off bluetooth"},
+                    },
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": '{"result": {"name": "ring_volume", "note": "bluetooth off"}}',
+        },
+    ]
+
+
+def test_a_skills_steps_are_read_as_the_users_words_and_nothing_else_of_its_result() -> None:
+    messages = _skill_conversation()
+    shown, refs = with_references(messages)
+    assert shown[2]["content"] == (
+        '{"result": {"description": "Quiet night.", "name": "bedtime", "steps": '
+        '["<v5>set_setting <v6>bluetooth <v7>off", '
+        '"<v8>set_level <v9>ring_volume <v10>to <v11>17 (<v12>d-4)"]}}'
+    )
+    written = shown[3]["tool_calls"][0]["function"]["arguments"]
+    assert written == '{"name":"<v9>","value":<v11>,"tag":"<v7> <v6>"}'
+    assert json.loads(refs.resolve(written)) == _arguments(messages[3]["tool_calls"][0])
+    assert shown[4]["content"] == messages[4]["content"], "another tool's words stay plain"
+
+
+def test_steps_in_the_result_of_another_function_are_not_words_by_reference() -> None:
+    shown, _ = with_references(_skill_conversation(function="get_recipe"))
+    assert "<v" not in shown[2]["content"].replace("<v5>17", "").replace("<v6>d-4", "")
+    assert "bluetooth" in shown[3]["tool_calls"][0]["function"]["arguments"]
+
+
+def test_a_result_that_is_not_a_skills_json_is_marked_as_any_tools() -> None:
+    for content in ('{"result": "loaded"}', '{"result": {"steps": ["set x", '):
+        messages = _skill_conversation()
+        messages[2]["content"] = content
+        assert with_references(messages)[0][2]["content"] == References().mark(content)
+
+
+def test_every_copied_word_of_a_skills_steps_is_written_by_reference(
+    export_rows: list[dict[str, Any]],
+) -> None:
+    copied = 0
+    for row in export_rows:
+        steps = _skill_steps(row["messages"])
+        if steps is None:
+            continue
+        shown, _ = with_references(row["messages"])
+        words = {word for step in steps for word in step.split()}
+        for original, message in zip(row["messages"], shown, strict=True):
+            for before, after in zip(
+                original.get("tool_calls") or (), message.get("tool_calls") or (), strict=True
+            ):
+                for value in _arguments(before).values():
+                    if isinstance(value, str) and value in words:
+                        copied += 1
+                        assert json.dumps(value) not in after["function"]["arguments"]
+    assert copied > 5, "the rows copy names from skills"
+
+
+def _skill_steps(messages: list[dict[str, Any]]) -> list[str] | None:
+    """The steps of the skill a conversation loaded, if it loaded one."""
+    loads = {
+        call["id"]
+        for message in messages
+        for call in message.get("tool_calls") or ()
+        if call["function"]["name"] == "load_skill"
+    }
+    for message in messages:
+        if message["role"] == "tool" and message["tool_call_id"] in loads:
+            result = json.loads(message["content"]).get("result")
+            if isinstance(result, dict):
+                return list(result["steps"])
+    return None
+
+
 def test_a_word_after_a_dot_and_an_email_address_are_copied_by_reference() -> None:
     refs = References()
     assert refs.mark("Text my brother: at nora.jensen@example.com", words=True) == (
