@@ -141,8 +141,13 @@ def test_a_skills_steps_are_read_as_the_users_words_and_nothing_else_of_its_resu
 
 def test_steps_in_the_result_of_another_function_are_not_words_by_reference() -> None:
     shown, _ = with_references(_skill_conversation(function="get_recipe"))
-    assert "<v" not in shown[2]["content"].replace("<v5>17", "").replace("<v6>d-4", "")
-    assert "bluetooth" in shown[3]["tool_calls"][0]["function"]["arguments"]
+    assert shown[2]["content"] == (
+        '{"result": {"description": "Quiet night.", "name": "bedtime", "steps": '
+        '["set_setting bluetooth off", "set_level ring_volume to <v5>17 (<v6>d-4)"]}}'
+    )
+    assert shown[3]["tool_calls"][0]["function"]["arguments"] == (
+        '{"name":"ring_volume","value":<v5>,"tag":"off bluetooth"}'
+    )
 
 
 def test_a_result_that_is_not_a_skills_json_is_marked_as_any_tools() -> None:
