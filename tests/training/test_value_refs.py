@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 
 from agents.policies.base import TaskView
-from agents.policies.chat_format import (
-    system_prompt,
-)
+from agents.policies.chat_format import SKILL_FUNCTION, system_prompt
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from envs.sandbox.state import WORLD_DATE
 from tests.training.conversations import scripted_rows
@@ -88,7 +86,7 @@ def test_a_users_words_and_times_are_referenced_and_a_name_is_written_word_by_wo
     assert json.loads(refs.resolve(written)) == {"query": "Taj Spice", "time": "20:30", "party": 4}
 
 
-def _skill_conversation(function: str = "load_skill") -> list[dict[str, Any]]:
+def _skill_conversation(function: str = SKILL_FUNCTION) -> list[dict[str, Any]]:
     steps = ["set_setting bluetooth off", "set_level ring_volume to 17 (d-4)"]
     result = {"result": {"description": "Quiet night.", "name": "bedtime", "steps": steps}}
     return [
@@ -184,7 +182,7 @@ def _skill_steps(messages: list[dict[str, Any]]) -> list[str] | None:
         call["id"]
         for message in messages
         for call in message.get("tool_calls") or ()
-        if call["function"]["name"] == "load_skill"
+        if call["function"]["name"] == SKILL_FUNCTION
     }
     for message in messages:
         if message["role"] == "tool" and message["tool_call_id"] in loads:
