@@ -7,16 +7,23 @@ registered model trains on the rows its version added since that model's version
 random sample of the rows it had seen, sized so that they are ``replay_share`` of the rows
 trained (``sft.replay_share``; all of them when there are fewer). A run from a built base,
 or from a folder the registry does not know, trains on every row.
+
+Rows are put in content order first (``in_content_order``): the export lists them by
+trajectory id, and a served model's trajectory ids change from run to run with its
+latencies, so without it two loops with equal seeds would sample and shuffle the same
+rows differently from their second turn on.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 import datasets
+import orjson
 
 
 @dataclass(frozen=True)
@@ -61,3 +68,16 @@ def replay_rows(
     chosen = sorted(new + replayed)
     mix = RowMix(new=len(new), replayed=len(replayed), seen=len(old), continued_from=continued_from)
     return rows.select(chosen), mix
+
+
+def in_content_order(rows: datasets.Dataset) -> datasets.Dataset:
+    """``rows`` (an export's ``sft`` split) ordered by what they hold: task id, then a
+    digest of the conversation and of which turns are trained. Equal rows are
+    interchangeable, so the order is a function of the content alone."""
+    keys = [
+        (task, hashlib.sha256(orjson.dumps([messages, trained])).hexdigest())
+        for task, messages, trained in zip(
+            rows["task_id"], rows["messages"], rows["trained"], strict=True
+        )
+    ]
+    return rows.select(sorted(range(len(keys)), key=keys.__getitem__))

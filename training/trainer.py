@@ -55,7 +55,7 @@ from training.chat_model import LocalChatModel
 from training.evaluate import Evaluation, ensure_development_set, evaluate
 from training.export import RL_TASKS, SFT, export_dataset
 from training.plots import Series, line_chart
-from training.replay import RowMix, replay_rows
+from training.replay import RowMix, in_content_order, replay_rows
 from training.rl import DevProbe, RlResult
 from training.settings import TrainRequest
 from training.sft import SftResult
@@ -96,7 +96,7 @@ def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData
         else set()
     )
     rows, mix = replay_rows(
-        saved[SFT],
+        in_content_order(saved[SFT]),
         seen,
         request.sft.replay_share,
         request.sft.seed,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datasets
 import pytest
 
-from training.replay import replay_rows
+from training.replay import in_content_order, replay_rows
 
 
 def rows(n: int) -> datasets.Dataset:
@@ -38,3 +38,44 @@ def test_with_nothing_seen_or_nothing_new_every_row_is_trained() -> None:
     every = {f"traj-{i:03d}" for i in range(20)}
     same, mix = replay_rows(rows(20), every, 0.3, seed=0, continued_from="ds-a")
     assert len(same) == 20 and (mix.new, mix.replayed, mix.continued_from) == (0, 20, "ds-a")
+
+
+def conversation_rows(order: list[int], ids: str) -> datasets.Dataset:
+    """Six rows of three tasks, listed in ``order`` under trajectory ids ``traj-<c>`` for
+    the characters of ``ids``: the same rows as a later run would list them."""
+    contents = [(f"task-{i // 2}", f"say {i}", [i % 2 == 0]) for i in range(6)]
+    listed = [contents[i] for i in order]
+    return datasets.Dataset.from_dict(
+        {
+            "trajectory_id": [f"traj-{c}" for c in ids],
+            "task_id": [task for task, _, _ in listed],
+            "messages": [[{"role": "user", "content": text}] for _, text, _ in listed],
+            "trained": [trained for _, _, trained in listed],
+        }
+    )
+
+
+def test_rows_are_trained_in_an_order_of_their_content_not_of_their_ids() -> None:
+    first = conversation_rows([0, 1, 2, 3, 4, 5], "abcdef")
+    again = conversation_rows([5, 3, 1, 4, 0, 2], "uvwxyz")  # new ids, listed otherwise
+    ordered, reordered = in_content_order(first), in_content_order(again)
+    assert list(ordered["messages"]) == list(reordered["messages"])
+    assert list(ordered["task_id"]) == sorted(first["task_id"])
+    # the rows of contents 0-3 were seen: ids a-d in the first run, y, w, z, v in the other
+    chosen, mix = replay_rows(ordered, {f"traj-{c}" for c in "abcd"}, 0.5, seed=1)
+    chosen_again, _ = replay_rows(reordered, {f"traj-{c}" for c in "ywzv"}, 0.5, seed=1)
+    assert (mix.new, mix.replayed) == (2, 2)
+    assert list(chosen["messages"]) == list(chosen_again["messages"])
+
+
+def test_equal_conversations_are_told_apart_by_their_trained_turns() -> None:
+    twins = datasets.Dataset.from_dict(
+        {
+            "trajectory_id": ["traj-a", "traj-b"],
+            "task_id": ["task-0", "task-0"],
+            "messages": [[{"role": "user", "content": "hi"}]] * 2,
+            "trained": [[True], [False]],
+        }
+    )
+    flipped = twins.select([1, 0])
+    assert list(in_content_order(twins)["trained"]) == list(in_content_order(flipped)["trained"])
