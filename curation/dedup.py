@@ -226,9 +226,13 @@ def action_shingles(tokens: Sequence[str], n: int = 3) -> list[str]:
     return [_SEP.join(padded[i : i + n]) for i in range(len(padded) - n + 1)]
 
 
-def keep_order(trajectory: Trajectory | TrajectoryFacts) -> tuple[int, str]:
-    """Which copy is kept: the shortest, then the smallest id (stable across runs)."""
-    return len(trajectory.steps), trajectory.id
+def keep_order(trajectory: Trajectory | TrajectoryFacts) -> tuple[int, int, str]:
+    """Which copy is kept: the shortest, then the one whose actions hash lowest
+    (``exact_key``), then the smallest id. A choice by content first: a served model's
+    trajectory ids change from run to run with the latencies they record, and two runs
+    that played alike should keep alike."""
+    facts = facts_of(trajectory)
+    return len(facts.steps), facts.exact_key, facts.id
 
 
 def find_duplicates(

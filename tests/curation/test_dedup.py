@@ -225,6 +225,27 @@ def test_a_changed_argument_is_not_a_near_duplicate(
     assert find_duplicates([original, variant], threshold=0.95) == {}
 
 
+def test_two_runs_that_played_alike_keep_the_same_copy_whatever_their_ids(
+    faulty_trajectories: list[Trajectory],
+) -> None:
+    original = pick(faulty_trajectories, lambda t: is_clean_success(t) and len(t.steps) >= 4)
+    last = original.steps[-1]
+    changed = last.model_copy(update={"action": Finish(answer="Something else entirely.")})
+    variant = rebuilt(original, steps=(*original.steps[:-1], changed))
+    first = find_duplicates([original, variant], threshold=0.3)
+    assert len(first) == 1  # near-duplicates of one length: ids alone told them apart
+    # the same two episodes recorded again (a served model's ids change with its latencies)
+    again = next(
+        (with_round(original, r), with_round(variant, r))
+        for r in (f"round-{i}" for i in range(100))
+        if (with_round(original, r).id < with_round(variant, r).id) != (original.id < variant.id)
+    )
+    second = find_duplicates(list(again), threshold=0.3)
+    dropped_first = next(t for t in (original, variant) if t.id in first)
+    dropped_second = next(t for t in again if t.id in second)
+    assert dropped_first.steps == dropped_second.steps
+
+
 def test_the_fixture_has_few_duplicates(faulty_trajectories: list[Trajectory]) -> None:
     found = find_duplicates(faulty_trajectories)
     by_id = {t.id: t for t in faulty_trajectories}
