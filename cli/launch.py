@@ -49,6 +49,7 @@ from training import trainer as steps
 from training.base_model import BaseModel, save_model
 from training.base_model import load_base as load_model
 from training.export import RL_TASKS, SFT
+from training.replay import in_content_order
 from training.rl import GroupRecord, RlResult, UpdateRecord, run_rl, update_record
 from training.settings import BUILT_BASES, TrainRequest, parse_assignments
 from training.sft import SftResult, run_sft
@@ -115,10 +116,11 @@ def request_of(args: argparse.Namespace) -> TrainRequest:
 
 def load_export(path: Path) -> steps.TrainingData:
     """The training data of an export folder ``prepare`` wrote, read without the catalog
-    (what the processes other than the main one do)."""
+    (what the processes other than the main one do), its SFT rows in ``prepare``'s
+    content order."""
     saved = datasets.load_from_disk(str(path / "hf"))
     tasks = tuple(TaskSpec.model_validate_json(row["task_spec"]) for row in saved[RL_TASKS])
-    return steps.TrainingData(path, saved[SFT], tasks)
+    return steps.TrainingData(path, in_content_order(saved[SFT]), tasks)
 
 
 def plan_run(home: Path, request: TrainRequest, processes: int = 1) -> Plan:
