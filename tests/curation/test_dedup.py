@@ -214,13 +214,19 @@ def test_different_outcomes_or_tasks_are_not_duplicates(
     assert find_duplicates([clean, failed, other]) == {}
 
 
+def another_answer(trajectories: list[Trajectory], steps: int) -> tuple[Trajectory, Trajectory]:
+    """``(original, variant)``: a clean success of at least ``steps`` steps, and the same
+    episode finishing with another answer."""
+    original = pick(trajectories, lambda t: is_clean_success(t) and len(t.steps) >= steps)
+    last = original.steps[-1]
+    changed = last.model_copy(update={"action": Finish(answer="Something else entirely.")})
+    return original, rebuilt(original, steps=(*original.steps[:-1], changed))
+
+
 def test_a_changed_argument_is_not_a_near_duplicate(
     faulty_trajectories: list[Trajectory],
 ) -> None:
-    original = pick(faulty_trajectories, lambda t: is_clean_success(t) and len(t.steps) >= 3)
-    last = original.steps[-1]
-    changed = last.model_copy(update={"action": Finish(answer="Something else entirely.")})
-    variant = rebuilt(original, steps=(*original.steps[:-1], changed))
+    original, variant = another_answer(faulty_trajectories, 3)
     assert action_tokens(variant.steps) != action_tokens(original.steps)
     assert find_duplicates([original, variant], threshold=0.95) == {}
 
@@ -228,10 +234,7 @@ def test_a_changed_argument_is_not_a_near_duplicate(
 def test_two_runs_that_played_alike_keep_the_same_copy_whatever_their_ids(
     faulty_trajectories: list[Trajectory],
 ) -> None:
-    original = pick(faulty_trajectories, lambda t: is_clean_success(t) and len(t.steps) >= 4)
-    last = original.steps[-1]
-    changed = last.model_copy(update={"action": Finish(answer="Something else entirely.")})
-    variant = rebuilt(original, steps=(*original.steps[:-1], changed))
+    original, variant = another_answer(faulty_trajectories, 4)
     first = find_duplicates([original, variant], threshold=0.3)
     assert len(first) == 1  # near-duplicates of one length: ids alone told them apart
     # the same two episodes recorded again (a served model's ids change with its latencies)
