@@ -16,14 +16,14 @@ rows differently from their second turn on.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 import datasets
-import orjson
+
+from contract import content_hash
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def in_content_order(rows: datasets.Dataset) -> datasets.Dataset:
     digest of the conversation and of which turns are trained. Equal rows are
     interchangeable, so the order is a function of the content alone."""
     keys = [
-        (task, hashlib.sha256(orjson.dumps([messages, trained])).hexdigest())
+        (task, content_hash([messages, trained]))
         for task, messages, trained in zip(
             rows["task_id"], rows["messages"], rows["trained"], strict=True
         )
