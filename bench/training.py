@@ -313,6 +313,13 @@ def freeze_successes(
         ),
         key=lambda m: m.trajectory_id,
     )
+    return freeze_members(catalog, members, round_id=round_id, approver=approver)
+
+
+def freeze_members(
+    catalog: Catalog, members: Sequence[DatasetMember], *, round_id: str, approver: str
+) -> DatasetVersion:
+    """``members`` (of trajectories the catalog holds) frozen as an approved version."""
     version = DatasetVersion(
         round_id=round_id,
         parent=None,

@@ -49,7 +49,7 @@ from training import trainer as steps
 from training.base_model import BaseModel, save_model
 from training.base_model import load_base as load_model
 from training.export import RL_TASKS, SFT
-from training.replay import in_content_order
+from training.replay import RowMix, chosen_rows, in_content_order
 from training.rl import GroupRecord, RlResult, UpdateRecord, run_rl, update_record
 from training.settings import BUILT_BASES, TrainRequest, parse_assignments
 from training.sft import SftResult, run_sft
@@ -80,6 +80,10 @@ class Plan:
     """The folder every process loads the base model from."""
     work: Path
     """The run's working folder: the tiny base, the trainers' output folders."""
+    chosen: tuple[int, ...] | None = None
+    """The SFT rows to train, as ``prepare`` chose them (a continued run's new rows and its
+    replay share): positions in the export's rows in content order; None: all of them."""
+    mix: RowMix | None = None
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -114,13 +118,16 @@ def request_of(args: argparse.Namespace) -> TrainRequest:
     return TrainRequest.of(values)
 
 
-def load_export(path: Path) -> steps.TrainingData:
+def load_export(
+    path: Path, chosen: tuple[int, ...] | None = None, mix: RowMix | None = None
+) -> steps.TrainingData:
     """The training data of an export folder ``prepare`` wrote, read without the catalog
-    (what the processes other than the main one do), its SFT rows in ``prepare``'s
-    content order."""
+    (what every process does): its SFT rows in ``prepare``'s content order, those at the
+    positions ``chosen`` (all for None)."""
     saved = datasets.load_from_disk(str(path / "hf"))
     tasks = tuple(TaskSpec.model_validate_json(row["task_spec"]) for row in saved[RL_TASKS])
-    return steps.TrainingData(path, in_content_order(saved[SFT]), tasks)
+    rows = chosen_rows(in_content_order(saved[SFT]), chosen)
+    return steps.TrainingData(path, rows, tasks, mix, chosen)
 
 
 def plan_run(home: Path, request: TrainRequest, processes: int = 1) -> Plan:
@@ -142,7 +149,7 @@ def plan_run(home: Path, request: TrainRequest, processes: int = 1) -> Plan:
     if request.base in BUILT_BASES:
         base = work / "base"
         save_model(steps.load_base(request, data), base)
-    return Plan(request, name, created_at, data.path, base, work)
+    return Plan(request, name, created_at, data.path, base, work, data.chosen, data.mix)
 
 
 def check_rl_tasks(tasks: int, per_update: int, processes: int) -> None:
@@ -189,7 +196,7 @@ def _broadcast(state: PartialState, objects: list[Any]) -> None:
 def train(plan: Plan, state: PartialState) -> tuple[BaseModel, steps.Curves]:
     """Every process: load the export and the base, run SFT and/or RL (DDP)."""
     request = plan.request
-    data = load_export(plan.export)
+    data = load_export(plan.export, plan.chosen, plan.mix)
     base = dataclasses.replace(load_model(str(plan.base)), name=request.base)
     sft: SftResult | None = None
     rl: RlResult | None = None
@@ -201,7 +208,7 @@ def train(plan: Plan, state: PartialState) -> tuple[BaseModel, steps.Curves]:
         with steps.out_of_memory_guard("RL", advice):
             rl = run_rl(base, data.rl_tasks, request.rl, plan.work / "rl", on_update=_rl_log(state))
         rl = gathered(rl)
-    return base, steps.Curves(sft, rl)
+    return base, steps.Curves(sft, rl, data.mix)
 
 
 def gathered(result: RlResult) -> RlResult:

@@ -17,7 +17,7 @@ rows differently from their second turn on.
 from __future__ import annotations
 
 import random
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,28 +46,33 @@ class RowMix:
         }
 
 
-def replay_rows(
-    rows: datasets.Dataset,
+def replay_choice(
+    ids: Sequence[str],
     seen: Collection[str],
     share: float,
     seed: int,
     continued_from: str | None = None,
-) -> tuple[datasets.Dataset, RowMix]:
-    """``rows`` (an export's ``sft`` split) less the ones whose trajectory is in ``seen``,
-    plus a sample of those (drawn from ``seed``) making up ``share`` of the result. With
-    nothing seen, or nothing new, every row (a seen one counts as replayed)."""
-    ids = rows["trajectory_id"]
+) -> tuple[tuple[int, ...] | None, RowMix]:
+    """The positions of the rows to train, given their trajectory ``ids`` (an export's
+    ``sft`` split in content order): those not in ``seen``, plus a sample of those (drawn
+    from ``seed``) making up ``share`` of the result, in their listed order. None, every
+    row, when nothing was seen or nothing is new (a seen row counts as replayed). The
+    positions travel to the launcher's other processes (``cli.launch.Plan``)."""
     new = [i for i, trajectory in enumerate(ids) if trajectory not in seen]
     old = [i for i, trajectory in enumerate(ids) if trajectory in seen]
     if not new or not old:
-        return rows, RowMix(
+        return None, RowMix(
             new=len(new), replayed=len(old), seen=len(old), continued_from=continued_from
         )
     wanted = len(old) if share >= 1 else round(share / (1 - share) * len(new))
-    replayed = sorted(random.Random(seed).sample(old, min(wanted, len(old))))
-    chosen = sorted(new + replayed)
+    replayed = random.Random(seed).sample(old, min(wanted, len(old)))
     mix = RowMix(new=len(new), replayed=len(replayed), seen=len(old), continued_from=continued_from)
-    return rows.select(chosen), mix
+    return tuple(sorted(new + replayed)), mix
+
+
+def chosen_rows(rows: datasets.Dataset, chosen: tuple[int, ...] | None) -> datasets.Dataset:
+    """``rows`` at the positions ``replay_choice`` chose (every row for None)."""
+    return rows if chosen is None else rows.select(chosen)
 
 
 def in_content_order(rows: datasets.Dataset) -> datasets.Dataset:

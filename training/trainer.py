@@ -55,7 +55,7 @@ from training.chat_model import LocalChatModel
 from training.evaluate import Evaluation, ensure_development_set, evaluate
 from training.export import RL_TASKS, SFT, export_dataset
 from training.plots import Series, line_chart
-from training.replay import RowMix, in_content_order, replay_rows
+from training.replay import RowMix, chosen_rows, in_content_order, replay_choice
 from training.rl import DevProbe, RlResult
 from training.settings import TrainRequest
 from training.sft import SftResult
@@ -70,14 +70,16 @@ class TrainingError(FlywheelError):
 
 @dataclass(frozen=True)
 class TrainingData:
-    """The export a run trains on: SFT rows (``replay_rows`` of the export's when the run
-    continues from a registered model), RL tasks (those on simulated tools left out: RL
-    would learn what the simulating model accepts, not what the tools do)."""
+    """The export a run trains on: SFT rows (those ``replay_choice`` picks of the export's
+    when the run continues from a registered model), RL tasks (those on simulated tools
+    left out: RL would learn what the simulating model accepts, not what the tools do)."""
 
     path: Path
     sft: datasets.Dataset
     rl_tasks: tuple[TaskSpec, ...]
     mix: RowMix | None = None
+    chosen: tuple[int, ...] | None = None
+    """The positions of ``sft`` in the export's rows in content order; None: all of them."""
 
 
 def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData:
@@ -95,14 +97,15 @@ def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData
         if start is not None
         else set()
     )
-    rows, mix = replay_rows(
-        in_content_order(saved[SFT]),
+    rows = in_content_order(saved[SFT])
+    chosen, mix = replay_choice(
+        rows["trajectory_id"],
         seen,
         request.sft.replay_share,
         request.sft.seed,
         start.dataset_id if start else None,
     )
-    return TrainingData(out, rows, tasks, mix)
+    return TrainingData(out, chosen_rows(rows, chosen), tasks, mix, chosen)
 
 
 def starting_model(registry: ModelRegistry, base: str) -> ModelRecord | None:

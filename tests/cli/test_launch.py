@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,11 @@ from accelerate.commands.config.config_args import (
 )
 from transformers.utils import logging as hf_logging
 
-from cli.launch import load_export, main, parse_args, request_of
+from bench.training import freeze_members
+from cli.launch import load_export, main, parse_args, plan_run, request_of
 from contract import ModelRecord, TrainingMethod
 from storage import Catalog
-from tests.training.builders import FrozenDataset, frozen_dataset, train_tasks
+from tests.training.builders import ROUND, FrozenDataset, frozen_dataset, train_tasks
 from training.base_model import load_base
 from training.sft import tokenize_rows
 from training.trainer import prepare
@@ -192,6 +194,43 @@ def test_the_export_reads_back_without_the_catalog(dataset: FrozenDataset) -> No
     loaded = load_export(prepared.path)
     assert loaded.rl_tasks == prepared.rl_tasks
     assert loaded.sft.to_list() == prepared.sft.to_list()
+
+
+def test_a_continued_run_trains_on_the_rows_the_trainer_would_choose(tmp_path: Path) -> None:
+    """Continuing from a registered model, the launcher's processes train on the rows the
+    flow's trainer picks (the version's new rows and a replay share of those the model
+    saw), not on every row of the version."""
+    home = tmp_path / "home"
+    grown = frozen_dataset(home, train_tasks("toggle_phone_setting", 6))
+    members = grown.version.members
+    folder = tmp_path / "first-model"  # a model folder by its files; planning never loads it
+    folder.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        (folder / name).write_text("{}", encoding="utf-8")
+    with Catalog.open(grown.catalog_path) as catalog:
+        first = freeze_members(catalog, members[:4], round_id=ROUND, approver="test")
+        catalog.models.register(
+            ModelRecord(
+                name="first",
+                dataset_id=first.id,
+                base="tiny",
+                method=TrainingMethod.SFT,
+                path=str(folder),
+                created_at=datetime.now(UTC),
+            )
+        )
+    args = ["--dataset", grown.version.id, "--base", str(folder), "--method", "sft"]
+    request = request_of(parse_args([*args, "--set", "sft.replay_share=0.5"]))
+    plan = plan_run(home, request)
+    with Catalog.open(grown.catalog_path) as catalog:
+        prepared = prepare(catalog, home, request)
+    loaded = load_export(plan.export, plan.chosen, plan.mix)
+    mix = plan.mix
+    assert len(members) == 6 and mix is not None and mix == prepared.mix
+    assert (mix.new, mix.replayed, mix.seen) == (2, 2, 4)
+    assert loaded.sft.to_list() == prepared.sft.to_list()
+    trained = set(loaded.sft["trajectory_id"])
+    assert len(trained) == 4 and {m.trajectory_id for m in members[4:]} <= trained
 
 
 def test_arguments_make_the_request() -> None:

@@ -5,11 +5,23 @@ from __future__ import annotations
 import datasets
 import pytest
 
-from training.replay import in_content_order, replay_rows
+from training.replay import RowMix, chosen_rows, in_content_order, replay_choice
 
 
 def rows(n: int) -> datasets.Dataset:
     return datasets.Dataset.from_dict({"trajectory_id": [f"traj-{i:03d}" for i in range(n)]})
+
+
+def replay_rows(
+    rows: datasets.Dataset,
+    seen: set[str],
+    share: float,
+    seed: int,
+    continued_from: str | None = None,
+) -> tuple[datasets.Dataset, RowMix]:
+    """The rows ``replay_choice`` picks of ``rows``, and their mix."""
+    chosen, mix = replay_choice(rows["trajectory_id"], seen, share, seed, continued_from)
+    return chosen_rows(rows, chosen), mix
 
 
 def test_the_new_rows_and_a_replay_share_of_the_seen_ones() -> None:
@@ -38,6 +50,7 @@ def test_with_nothing_seen_or_nothing_new_every_row_is_trained() -> None:
     every = {f"traj-{i:03d}" for i in range(20)}
     same, mix = replay_rows(rows(20), every, 0.3, seed=0, continued_from="ds-a")
     assert len(same) == 20 and (mix.new, mix.replayed, mix.continued_from) == (0, 20, "ds-a")
+    assert replay_choice(same["trajectory_id"], every, 0.3, seed=0)[0] is None
 
 
 def conversation_rows(order: list[int], ids: str) -> datasets.Dataset:
