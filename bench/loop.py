@@ -56,10 +56,9 @@ def run_loop_benchmark(
 ) -> dict[str, Any]:
     """``rounds`` turns of the loop on a fresh state folder; the figures per turn.
 
-    ``dev_tasks`` is twice the catalog's default, so that the gate's paired interval can
-    resolve a turn's gain of a few hundredths (measured for candidates close to the
-    champion: about ±0.036 over 120 tasks, ±0.013 over 240; wider for one that solves
-    other tasks, ±0.04 over 240 for the worse candidates of README, "The nano base").
+    ``dev_tasks`` is twice the catalog's default, so that the gate's paired interval is
+    about ±0.03 Overall for a later turn's candidate (README, "The loop with rounds of
+    4,000 tasks"): a continuation's steady +0.02 needs about 1,000 tasks to resolve.
     """
     from flows.loop import loop
     from flows.servers import ModelServer, free_port, prefect_api, resolve_prefect_api
