@@ -35,21 +35,19 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
-import datasets
 import torch
 from accelerate import PartialState
 from accelerate.utils import gather_object
 from transformers.utils import logging as hf_logging
 
 from cli.train import resolve_dataset
-from contract import FlywheelError, InvalidInputError, ModelRecord, TaskSpec, TrainingMethod
+from contract import FlywheelError, InvalidInputError, ModelRecord, TrainingMethod
 from flows.settings import catalog_path, load_settings
 from storage import Catalog
 from training import trainer as steps
 from training.base_model import BaseModel, save_model
 from training.base_model import load_base as load_model
-from training.export import RL_TASKS, SFT
-from training.replay import RowMix, chosen_rows, in_content_order
+from training.replay import RowMix, chosen_rows
 from training.rl import GroupRecord, RlResult, UpdateRecord, run_rl, update_record
 from training.settings import BUILT_BASES, TrainRequest, parse_assignments
 from training.sft import SftResult, run_sft
@@ -122,12 +120,10 @@ def load_export(
     path: Path, chosen: tuple[int, ...] | None = None, mix: RowMix | None = None
 ) -> steps.TrainingData:
     """The training data of an export folder ``prepare`` wrote, read without the catalog
-    (what every process does): its SFT rows in ``prepare``'s content order, those at the
-    positions ``chosen`` (all for None)."""
-    saved = datasets.load_from_disk(str(path / "hf"))
-    tasks = tuple(TaskSpec.model_validate_json(row["task_spec"]) for row in saved[RL_TASKS])
-    rows = chosen_rows(in_content_order(saved[SFT]), chosen)
-    return steps.TrainingData(path, rows, tasks, mix, chosen)
+    (what every process does): its SFT rows at the positions ``chosen`` (all for None) of
+    ``prepare``'s content order, and its RL tasks as ``prepare`` keeps them."""
+    rows, tasks = steps.read_export(path)
+    return steps.TrainingData(path, chosen_rows(rows, chosen), tasks, mix, chosen)
 
 
 def plan_run(home: Path, request: TrainRequest, processes: int = 1) -> Plan:

@@ -88,16 +88,13 @@ def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData
     out = home / "training" / "exports" / version.id
     if not (out / "hf" / "dataset_dict.json").is_file():
         export_dataset(catalog, version.id, out, "hf", overwrite=out.exists(), workers=1)
-    saved = datasets.load_from_disk(str(out / "hf"))
-    specs = (TaskSpec.model_validate_json(row["task_spec"]) for row in saved[RL_TASKS])
-    tasks = tuple(t for t in specs if t.initial_conditions.backend != SIMULATED)
+    rows, tasks = read_export(out)
     start = starting_model(catalog.models, request.base)
     seen = (
         {m.trajectory_id for m in catalog.datasets.get(start.dataset_id).members}
         if start is not None
         else set()
     )
-    rows = in_content_order(saved[SFT])
     chosen, mix = replay_choice(
         rows["trajectory_id"],
         seen,
@@ -106,6 +103,15 @@ def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData
         start.dataset_id if start else None,
     )
     return TrainingData(out, chosen_rows(rows, chosen), tasks, mix, chosen)
+
+
+def read_export(out: Path) -> tuple[datasets.Dataset, tuple[TaskSpec, ...]]:
+    """An export folder's SFT rows in content order, and its RL tasks less those on
+    simulated tools: what ``prepare`` and every process of ``cli.launch`` train from."""
+    saved = datasets.load_from_disk(str(out / "hf"))
+    specs = (TaskSpec.model_validate_json(row["task_spec"]) for row in saved[RL_TASKS])
+    tasks = tuple(t for t in specs if t.initial_conditions.backend != SIMULATED)
+    return in_content_order(saved[SFT]), tasks
 
 
 def starting_model(registry: ModelRegistry, base: str) -> ModelRecord | None:

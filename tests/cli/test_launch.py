@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import datasets
 import pytest
 from accelerate import PartialState
 from accelerate.commands.config.config_args import (
@@ -25,10 +26,12 @@ from transformers.utils import logging as hf_logging
 
 from bench.training import freeze_members
 from cli.launch import load_export, main, parse_args, plan_run, request_of
-from contract import ModelRecord, TrainingMethod
+from contract import ModelRecord, TaskSpec, TrainingMethod
+from envs.simulated import BACKEND as SIMULATED
 from storage import Catalog
 from tests.training.builders import ROUND, FrozenDataset, frozen_dataset, train_tasks
 from training.base_model import load_base
+from training.export import RL_TASKS, SFT
 from training.sft import tokenize_rows
 from training.trainer import prepare
 
@@ -194,6 +197,31 @@ def test_the_export_reads_back_without_the_catalog(dataset: FrozenDataset) -> No
     loaded = load_export(prepared.path)
     assert loaded.rl_tasks == prepared.rl_tasks
     assert loaded.sft.to_list() == prepared.sft.to_list()
+
+
+def test_the_launcher_leaves_out_rl_tasks_on_simulated_tools_as_prepare_does(
+    dataset: FrozenDataset, tmp_path: Path
+) -> None:
+    """RL on a simulated tool would learn what the simulating model accepts: neither the
+    flow's trainer nor the launcher's processes take such a task from an export."""
+    request = request_of(parse_args(["--dataset", dataset.version.id]))
+    with Catalog.open(dataset.catalog_path) as catalog:
+        prepared = prepare(catalog, dataset.home, request)
+    saved = datasets.load_from_disk(str(prepared.path / "hf"))
+    first = saved[RL_TASKS][0]
+    fields = TaskSpec.model_validate_json(first["task_spec"]).model_dump(
+        mode="json", exclude={"id"}
+    )
+    fields["initial_conditions"]["backend"] = SIMULATED
+    simulated = TaskSpec.model_validate(fields)
+    extra = datasets.Dataset.from_list(
+        [{**first, "task_spec": simulated.model_dump_json()}], features=saved[RL_TASKS].features
+    )
+    rl = datasets.concatenate_datasets([saved[RL_TASKS], extra])
+    datasets.DatasetDict({SFT: saved[SFT], RL_TASKS: rl}).save_to_disk(str(tmp_path / "hf"))
+    loaded = load_export(tmp_path)
+    assert len(rl) == len(prepared.rl_tasks) + 1
+    assert loaded.rl_tasks == prepared.rl_tasks
 
 
 def test_a_continued_run_trains_on_the_rows_the_trainer_would_choose(tmp_path: Path) -> None:
