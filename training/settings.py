@@ -113,6 +113,12 @@ class SftSettings(Hyperparameters):
         description="continuing from a registered model: the share of rows trained that "
         "its own version held (the rest are the rows added since)",
     )
+    weighted: bool = Field(
+        default=True,
+        description="draw rows in proportion to their sampling weight (the balancer's, towards "
+        "the version's target mix), with replacement; false, or rows without one: every row "
+        "equally often",
+    )
     seed: int = Field(default=0, ge=0, le=2**32 - 1, description="seed of shuffling and dropout")
     logging_steps: int = Field(default=1, ge=1, le=100_000, description="steps between log points")
 

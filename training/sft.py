@@ -31,6 +31,7 @@ from typing import Any, TypedDict, cast
 import datasets
 import torch
 from torch.nn.functional import cross_entropy
+from torch.utils.data import WeightedRandomSampler
 from transformers import (
     PreTrainedTokenizerBase,
     PrinterCallback,
@@ -181,6 +182,8 @@ class Tokenized:
     assistant_masks: list[list[int]]
     dropped: int
     """Rows with no supervised token (none trained, or all past ``max_length``)."""
+    weights: list[float] | None = None
+    """The kept rows' sampling weights (an export's ``weight``); None when a row has none."""
 
     @property
     def trained_tokens(self) -> int:
@@ -198,8 +201,9 @@ def tokenize_rows(
     max_length: int,
 ) -> Tokenized:
     """Every row of an export's ``sft`` split (``messages``, ``tools``, ``trained``)
-    tokenized with its mask; rows without a supervised token are dropped and counted."""
-    input_ids, masks, dropped = [], [], 0
+    tokenized with its mask; rows without a supervised token are dropped and counted.
+    The kept rows' ``weight`` is kept beside them when every row has one."""
+    input_ids, masks, weights, dropped = [], [], [], 0
     for row in rows:
         ids, mask = tokenize_conversation(
             tokenizer, row["messages"], row.get("tools"), row["trained"], max_length
@@ -207,9 +211,26 @@ def tokenize_rows(
         if any(mask):
             input_ids.append(ids)
             masks.append(mask)
+            weights.append(row.get("weight"))
         else:
             dropped += 1
-    return Tokenized(input_ids, masks, dropped)
+    kept = [float(w) for w in weights if w is not None]
+    return Tokenized(input_ids, masks, dropped, kept if len(kept) == len(weights) else None)
+
+
+def sampling_weights(tokenized: Tokenized, weighted: bool) -> list[float] | None:
+    """The weights batches draw the rows by: the rows' own when ``weighted`` and every row
+    has one, else None (every row equally often). A weight that is not finite, a negative
+    one, or all of them 0 is an ``InvalidInputError`` naming ``weight``."""
+    weights = tokenized.weights
+    if not weighted or weights is None:
+        return None
+    if not all(math.isfinite(w) and w >= 0 for w in weights) or not any(weights):
+        bad = next((w for w in weights if not (math.isfinite(w) and w >= 0)), 0.0)
+        raise InvalidInputError(
+            "weight", f"sampling weights must be finite, >= 0 and not all 0 (found {bad})"
+        )
+    return weights
 
 
 # -- training -----------------------------------------------------------------------------
@@ -241,6 +262,8 @@ class SftResult:
     tokens_per_second: float
     epochs: float = 0.0
     """Passes over the rows used (fractional when the run was bounded by steps)."""
+    weighted: bool = False
+    """Whether batches drew the rows by their sampling weights (``sft.weighted``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -253,6 +276,7 @@ class SftResult:
             "tokens_seen": self.tokens_seen,
             "seconds": self.seconds,
             "tokens_per_second": self.tokens_per_second,
+            "weighted": self.weighted,
         }
 
 
@@ -296,7 +320,26 @@ class SupervisedPositionsTrainer(SFTTrainer):
     tiles so that a GPU never holds a large vocabulary's logits, costs more than the whole
     model on a CPU (measured on nano: its backward alone took a third of a step). A GPU
     and a run of several processes keep TRL's path: under DDP the forward must go through
-    the wrapped model and the loss be scaled for the ranks' token count, as TRL does."""
+    the wrapped model and the loss be scaled for the ranks' token count, as TRL does.
+
+    With ``row_weights``, batches draw rows in proportion to them, with replacement, as
+    many per epoch as there are rows (``torch``'s ``WeightedRandomSampler``, seeded by the
+    run's seed, so that every process of a launched run draws the same sequence and
+    Accelerate shards it)."""
+
+    def __init__(self, *args: Any, row_weights: Sequence[float] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.row_weights = row_weights
+
+    def _get_train_sampler(self, train_dataset: Any = None) -> Any:
+        if self.row_weights is None:
+            return super()._get_train_sampler(train_dataset)
+        return WeightedRandomSampler(
+            list(self.row_weights),
+            num_samples=len(self.row_weights),
+            replacement=True,
+            generator=torch.Generator().manual_seed(self.args.seed),
+        )
 
     def compute_loss(
         self,
@@ -383,7 +426,10 @@ def run_sft(
     checkpoint is written (``save_model`` writes the result). Rows without a trained token
     are dropped and counted; none left is an ``InvalidInputError``. With
     ``settings.swap_share``, every pass trains on the rows with that share of them swapped
-    anew (``training.value_swap``)."""
+    anew (``training.value_swap``). With ``settings.weighted`` (the default), batches draw
+    the rows by their ``weight``: the balancer's mix, not the rows' raw one (measured on
+    the loop's second version: 60% of the rows are tool use, 7% sub-agents; by weight, a
+    quarter each)."""
     passes = swap_passes(settings, len(rows))
     if settings.swap_share > 0:
         rows = list(swapped_passes(list(rows), passes, settings.swap_share, settings.seed))
@@ -396,14 +442,7 @@ def run_sft(
         )
     recorder = _Recorder(on_log)
     with quiet_datasets():
-        trainer = SupervisedPositionsTrainer(
-            model=base.model,
-            args=sft_config(settings, out_dir, passes, len(tokenized.input_ids)),
-            train_dataset=tokenized.dataset(),
-            processing_class=base.tokenizer,
-            callbacks=[recorder],
-        )
-        trainer.remove_callback(PrinterCallback)  # what disable_tqdm puts in the bar's place
+        trainer = sft_trainer(base, tokenized, settings, out_dir, passes, [recorder])
         started = time.perf_counter()
         trainer.train()
         seconds = time.perf_counter() - started
@@ -418,7 +457,30 @@ def run_sft(
         seconds=seconds,
         tokens_per_second=recorder.tokens / seconds if seconds > 0 else 0.0,
         epochs=round(float(trainer.state.epoch or 0.0) * passes, 3),
+        weighted=trainer.row_weights is not None,
     )
+
+
+def sft_trainer(
+    base: BaseModel,
+    tokenized: Tokenized,
+    settings: SftSettings,
+    out_dir: Path,
+    passes: int = 1,
+    callbacks: Sequence[TrainerCallback] = (),
+) -> SupervisedPositionsTrainer:
+    """The trainer ``run_sft`` trains with: ``tokenized`` rows (``passes`` passes over the
+    version's), drawn by their weights when ``settings.weighted`` (``sampling_weights``)."""
+    trainer = SupervisedPositionsTrainer(
+        model=base.model,
+        args=sft_config(settings, out_dir, passes, len(tokenized.input_ids)),
+        train_dataset=tokenized.dataset(),
+        processing_class=base.tokenizer,
+        callbacks=list(callbacks),
+        row_weights=sampling_weights(tokenized, settings.weighted),
+    )
+    trainer.remove_callback(PrinterCallback)  # what disable_tqdm puts in the bar's place
+    return trainer
 
 
 def step_count(settings: SftSettings, rows: int | None, passes: int = 1) -> int | None:

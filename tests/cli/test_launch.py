@@ -18,10 +18,12 @@ from typing import Any
 
 import datasets
 import pytest
+import torch
 from accelerate import PartialState
 from accelerate.commands.config.config_args import (
     load_config_from_file,
 )
+from torch.utils.data import WeightedRandomSampler
 from transformers.utils import logging as hf_logging
 
 from bench.training import freeze_members
@@ -144,12 +146,17 @@ def test_two_processes_train_with_ddp_and_register_one_model(
     summary = _summary(done)
     assert summary["processes"] == 2
     record = _registered(dataset, summary)
-    # One optimizer step took a row in each process: both rows' tokens.
+    # One optimizer step took a draw in each process: the first two draws of the one
+    # sequence that the run's seed gives every process (rows drawn by weight), so both
+    # drawn rows' tokens.
     export = load_export(dataset.home / "training" / "exports" / dataset.version.id)
     assert len(export.sft) == 2
     base = load_base(str(dataset.home / "training" / "launch" / record.name / "base"))
     rows = tokenize_rows(base.tokenizer, export.sft, max_length=4096)
-    assert _sft_curve(record)[0]["tokens"] == sum(len(ids) for ids in rows.input_ids)
+    assert rows.weights is not None
+    draws = WeightedRandomSampler(rows.weights, 2, generator=torch.Generator().manual_seed(0))
+    drawn = sum(len(rows.input_ids[i]) for i in draws)
+    assert _sft_curve(record)[0]["tokens"] == drawn
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ name. The data is built by hand in the export's shape, and from real sandbox epi
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -38,6 +39,7 @@ from training.sft import (
     SupervisedPositionsTrainer,
     run_sft,
     sft_config,
+    sft_trainer,
     step_count,
     swap_passes,
     tokenize_conversation,
@@ -365,6 +367,75 @@ def test_swapping_trains_one_freshly_swapped_pass_per_epoch(
     assert swap_passes(SftSettings(epochs=2.5, swap_share=0.5), 8) == 3
     assert swap_passes(SftSettings(max_steps=10, batch_size=4, swap_share=0.5), 8) == 5
     assert swap_passes(SftSettings(epochs=3), 8) == 1, "without swapping, one pass"
+
+
+def _weighted(rows: list[dict[str, Any]], weights: list[float]) -> datasets.Dataset:
+    """``rows`` as an export gives them, with the balancer's ``weight`` column."""
+    features = Features({**FEATURES, "weight": Value("float64")})
+    weighted = [{**row, "weight": w} for row, w in zip(rows, weights, strict=True)]
+    return datasets.Dataset.from_list(weighted, features=features)
+
+
+def test_batches_draw_the_rows_by_their_sampling_weight(
+    base: BaseModel, rows: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    # the last row is dropped (nothing trained): its weight goes with it
+    tokenized = tokenize_rows(base.tokenizer, _weighted(rows, [0, 0, 0, 1, 0, 0, 0, 5]), 1024)
+    assert tokenized.weights == [0, 0, 0, 1, 0, 0, 0]
+    weighted = sft_trainer(base, tokenized, SftSettings(max_steps=4, batch_size=4), tmp_path)
+    batches = [batch["input_ids"] for batch in weighted.get_train_dataloader()]
+    only = torch.tensor(tokenized.input_ids[3])
+    assert sum(len(b) for b in batches) == 7, "as many draws per epoch as rows"
+    assert all(torch.equal(row.cpu(), only) for batch in batches for row in batch)
+
+    uniform = SftSettings(max_steps=4, batch_size=4, weighted=False)
+    plain = sft_trainer(base, tokenized, uniform, tmp_path)
+    drawn = {
+        tuple(row.tolist()) for batch in plain.get_train_dataloader() for row in batch["input_ids"]
+    }
+    assert drawn == {tuple(ids) for ids in tokenized.input_ids}, "each row once an epoch"
+
+
+def test_the_weighted_draws_follow_the_seed(
+    base: BaseModel, rows: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    tokenized = tokenize_rows(base.tokenizer, _weighted(rows, [1.0] * 8), 1024)
+
+    def draws(seed: int) -> list[int]:
+        trainer = sft_trainer(base, tokenized, SftSettings(max_steps=1, seed=seed), tmp_path)
+        sampler = trainer._get_train_sampler()
+        assert sampler is not None
+        return list(sampler)
+
+    assert draws(0) == draws(0), "every process of a launched run draws the same rows"
+    assert draws(0) != draws(1)
+
+
+def test_the_run_says_whether_it_drew_by_weight(
+    base: BaseModel, rows: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    settings = SftSettings(max_steps=1, batch_size=4)
+    weights = [1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0]
+    assert run_sft(base, _weighted(rows, weights), settings, tmp_path).weighted
+    off = settings.model_copy(update={"weighted": False})
+    assert not run_sft(base, _weighted(rows, weights), off, tmp_path).weighted
+    assert not run_sft(base, _dataset(rows), settings, tmp_path).weighted, "no weight column"
+    assert run_sft(base, _weighted(rows, weights), settings, tmp_path).to_json()["weighted"]
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [[math.nan] + [1.0] * 7, [-1.0] + [1.0] * 7, [0.0] * 8, [math.inf] + [1.0] * 7],
+    ids=["nan", "negative", "all-zero", "infinite"],
+)
+def test_weights_a_sampler_cannot_draw_by_are_refused(
+    base: BaseModel, rows: list[dict[str, Any]], tmp_path: Path, weights: list[float]
+) -> None:
+    before = {name: p.detach().clone() for name, p in base.model.named_parameters()}
+    with pytest.raises(InvalidInputError) as refused:
+        run_sft(base, _weighted(rows, weights), SftSettings(max_steps=1), tmp_path)
+    assert refused.value.field == "weight"
+    assert all(torch.equal(p, before[name]) for name, p in base.model.named_parameters())
 
 
 def test_the_cpu_loss_is_trls_loss(
