@@ -57,8 +57,9 @@ def run_loop_benchmark(
     """``rounds`` turns of the loop on a fresh state folder; the figures per turn.
 
     ``dev_tasks`` is twice the catalog's default, so that the gate's paired interval is
-    about ±0.03 Overall for a later turn's candidate (README, "The loop with rounds of
-    4,000 tasks"): a continuation's steady +0.02 needs about 1,000 tasks to resolve.
+    about ±0.03 Overall for a later turn's candidate; 480 tasks narrow it to about ±0.025
+    and resolve the +0.036 of a loop's second turn (README, "The loop drawing rows by
+    weight").
     """
     from flows.loop import loop
     from flows.servers import ModelServer, free_port, prefect_api, resolve_prefect_api
