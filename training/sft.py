@@ -225,11 +225,13 @@ def sampling_weights(tokenized: Tokenized, weighted: bool) -> list[float] | None
     weights = tokenized.weights
     if not weighted or weights is None:
         return None
-    if not all(math.isfinite(w) and w >= 0 for w in weights) or not any(weights):
-        bad = next((w for w in weights if not (math.isfinite(w) and w >= 0)), 0.0)
+    bad = next((i for i, w in enumerate(weights) if not (math.isfinite(w) and w >= 0)), None)
+    if bad is not None:
         raise InvalidInputError(
-            "weight", f"sampling weights must be finite, >= 0 and not all 0 (found {bad})"
+            "weight", f"row {bad} has sampling weight {weights[bad]}; weights are finite and >= 0"
         )
+    if not any(weights):
+        raise InvalidInputError("weight", "every row's sampling weight is 0; one must be above 0")
     return weights
 
 
@@ -428,7 +430,7 @@ def run_sft(
     ``settings.swap_share``, every pass trains on the rows with that share of them swapped
     anew (``training.value_swap``). With ``settings.weighted`` (the default), batches draw
     the rows by their ``weight``: the balancer's mix, not the rows' raw one (measured on
-    the loop's second version: 60% of the rows are tool use, 7% sub-agents; by weight, a
+    a loop's second version: 60% of the rows are tool use, 7% sub-agents; by weight, a
     quarter each)."""
     passes = swap_passes(settings, len(rows))
     if settings.swap_share > 0:
