@@ -38,9 +38,11 @@ rely on).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import date
+from decimal import Decimal
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
@@ -84,6 +86,8 @@ SPOKEN_DATE = re.compile(
 TODAY = re.compile(r"Today's date is (\d{4})-(\d{2})-(\d{2})")
 """How a policy's system turn states the day (``agents.policies.chat_format``)."""
 REFERENCE = re.compile(r"<v\d+>")
+PLAIN_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+"""A number as the turns show it: digits, and a decimal's fraction (``925.00``)."""
 _SLOT = "\u0000{}\u0000"
 
 
@@ -112,6 +116,8 @@ class References:
     def __init__(self) -> None:
         self._of: dict[str, str] = {}
         self._value: dict[str, str] = {}
+        self._number: dict[Decimal, str] = {}
+        """The first reference of each number shown, by its value (``925.00`` is 925)."""
 
     def _reference(self, value: str) -> str | None:
         known = self._of.get(value)
@@ -119,6 +125,8 @@ class References:
             known = REFERENCE_TOKENS[len(self._of)]
             self._of[value] = known
             self._value[known] = value
+            if PLAIN_NUMBER.fullmatch(value):
+                self._number.setdefault(Decimal(value), known)
         return known
 
     def mark(self, text: str, *, words: bool = False) -> str:
@@ -136,7 +144,11 @@ class References:
         """A call's arguments as the compact JSON text the template writes, with each
         value the turns showed written as its reference: a number as the bare token
         (``{"minutes":<v1>}``), a text in quotes (``{"product_id":"<v3>"}``) and inside a
-        longer text (``"order <v4> is late"``). Arguments that are not a JSON object are
+        longer text (``"order <v4> is late"``). A fractional number refers to a number
+        shown with the same value however it was written (``925.0`` to ``925.00 EUR``):
+        otherwise a rent read as ``925.00`` is a value the model must spell, and it writes
+        the amount it saw most. An integer refers only to an integer shown as it is, so
+        that its reference resolves to an integer. Arguments that are not a JSON object are
         left as they are."""
         if isinstance(arguments, str):
             try:
@@ -158,6 +170,8 @@ class References:
             return value
         if isinstance(value, int | float):
             reference = self._of.get(str(value))
+            if reference is None and isinstance(value, float) and math.isfinite(value):
+                reference = self._number.get(Decimal(repr(value)))
             if reference is None:
                 return value
             numbers.append(reference)

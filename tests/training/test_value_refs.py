@@ -252,6 +252,17 @@ def test_a_call_writes_numbers_bare_texts_quoted_and_values_inside_texts() -> No
     assert refs.refer([1, 2]) == [1, 2]
 
 
+def test_a_fractional_amount_refers_to_the_number_shown_with_its_value() -> None:
+    refs = References()
+    refs.mark('{"value":"925.00 EUR every month to my landlord (contact c-16)","limit":"7"}')
+    written = refs.refer({"amount": 925.0, "contact_id": "c-16", "minutes": 925, "n": 7.0})
+    assert written == '{"amount":<v1>,"contact_id":"<v2>","minutes":925,"n":<v3>}'
+    resolved = json.loads(refs.resolve(written))
+    assert resolved == {"amount": 925.0, "contact_id": "c-16", "minutes": 925, "n": 7}
+    assert isinstance(resolved["amount"], float), "925.00 reads back as a float"
+    assert refs.refer({"amount": 925.5, "x": float("nan")}) == '{"amount":925.5,"x":NaN}'
+
+
 def test_a_reference_the_conversation_never_showed_stays_as_written() -> None:
     refs = References()
     refs.mark("alarm a-3")
