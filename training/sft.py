@@ -329,7 +329,9 @@ class SupervisedPositionsTrainer(SFTTrainer):
     run's seed, so that every process of a launched run draws the same sequence and
     Accelerate shards it)."""
 
-    def __init__(self, *args: Any, row_weights: Sequence[float] | None = None, **kwargs: Any):
+    def __init__(
+        self, *args: Any, row_weights: Sequence[float] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.row_weights = row_weights
 

@@ -416,11 +416,11 @@ def test_the_run_says_whether_it_drew_by_weight(
 ) -> None:
     settings = SftSettings(max_steps=1, batch_size=4)
     weights = [1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0]
-    assert run_sft(base, _weighted(rows, weights), settings, tmp_path).weighted
+    drawn = run_sft(base, _weighted(rows, weights), settings, tmp_path)
+    assert drawn.weighted and drawn.to_json()["weighted"] is True
     off = settings.model_copy(update={"weighted": False})
     assert not run_sft(base, _weighted(rows, weights), off, tmp_path).weighted
     assert not run_sft(base, _dataset(rows), settings, tmp_path).weighted, "no weight column"
-    assert run_sft(base, _weighted(rows, weights), settings, tmp_path).to_json()["weighted"]
 
 
 @pytest.mark.parametrize(
