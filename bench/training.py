@@ -380,7 +380,7 @@ def measure(
     sft_cpu = cpu_seconds() - cpu
     generation = measure_generation(base, data.rl_tasks[0], rl, seed)
     cpu = cpu_seconds()
-    rl_result = run_rl(base, data.rl_tasks, rl, out / "rl")
+    rl_result = run_rl(base, data.rl_tasks, rl, out / "rl", weights=data.rl_weights)
     _synchronize()
     rl_cpu = cpu_seconds() - cpu
     return ModelRun(

@@ -122,8 +122,8 @@ def load_export(
     """The training data of an export folder ``prepare`` wrote, read without the catalog
     (what every process does): its SFT rows at the positions ``chosen`` (all for None) of
     ``prepare``'s content order, and its RL tasks as ``prepare`` keeps them."""
-    rows, tasks = steps.read_export(path)
-    return steps.TrainingData(path, chosen_rows(rows, chosen), tasks, mix, chosen)
+    rows, tasks, weights = steps.read_export(path)
+    return steps.TrainingData(path, chosen_rows(rows, chosen), tasks, mix, chosen, weights)
 
 
 def plan_run(home: Path, request: TrainRequest, processes: int = 1) -> Plan:
@@ -202,7 +202,14 @@ def train(plan: Plan, state: PartialState) -> tuple[BaseModel, steps.Curves]:
     if request.uses_rl:
         advice = "rl.tasks_per_update, rl.group_size, rl.max_new_tokens or rl.max_steps"
         with steps.out_of_memory_guard("RL", advice):
-            rl = run_rl(base, data.rl_tasks, request.rl, plan.work / "rl", on_update=_rl_log(state))
+            rl = run_rl(
+                base,
+                data.rl_tasks,
+                request.rl,
+                plan.work / "rl",
+                weights=data.rl_weights,
+                on_update=_rl_log(state),
+            )
         rl = gathered(rl)
     return base, steps.Curves(sft, rl, data.mix)
 

@@ -88,7 +88,12 @@ def sft_task(base: BaseModel, data: TrainingData, settings: SftSettings, work: P
 
 @task(name="rl", cache_policy=NO_CACHE)
 def rl_task(
-    home: Path, base: BaseModel, tasks: tuple[TaskSpec, ...], request: TrainRequest, work: Path
+    home: Path,
+    base: BaseModel,
+    tasks: tuple[TaskSpec, ...],
+    weights: dict[str, float] | None,
+    request: TrainRequest,
+    work: Path,
 ) -> RlResult:
     log = get_run_logger()
     settings = request.rl
@@ -117,7 +122,13 @@ def rl_task(
     advice = "rl.tasks_per_update, rl.group_size, rl.max_new_tokens or rl.max_steps"
     with steps.out_of_memory_guard("RL", advice):
         result = rl_training.run_rl(
-            base, tasks, settings, work / "rl", on_update=on_update, dev_probe=probe
+            base,
+            tasks,
+            settings,
+            work / "rl",
+            weights=weights,
+            on_update=on_update,
+            dev_probe=probe,
         )
     if result.not_run:
         log.info(result.not_run)
@@ -251,7 +262,11 @@ def run_training(home: Path, request: TrainRequest) -> tuple[ModelRecord, Feedba
     data = prepare_task(home, request)
     base = load_base_task(request, data)
     sft_result = sft_task(base, data, request.sft, work) if request.uses_sft else None
-    rl_result = rl_task(home, base, data.rl_tasks, request, work) if request.uses_rl else None
+    rl_result = (
+        rl_task(home, base, data.rl_tasks, data.rl_weights, request, work)
+        if request.uses_rl
+        else None
+    )
     curves = Curves(sft_result, rl_result, data.mix)
     evaluation = evaluate_task(home, base, request, name)
     record = register_task(home, base, request, name, curves, evaluation.report, created_at)

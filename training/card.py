@@ -367,8 +367,10 @@ def _trl(fmt: str) -> str:
         "dropped), so plain TRL trains what the flywheel trains. Give both the same "
         "`max_length`: TRL cuts rows to its own (1,024 tokens unless told) and leaves out "
         "a row whose trained tokens the cut removed. The flywheel's trainer also draws "
-        "the rows in proportion to `weight` (`sft.weighted`), which plain TRL does not: "
-        "every row is drawn once an epoch, in the rows' own mix rather than the target's.\n\n"
+        "the rows in proportion to `weight` (`sft.weighted`), and its RL the tasks in "
+        "proportion to the summed `weight` of their `sft` rows (`rl.weighted`), which plain "
+        "TRL does not: every row is drawn once an epoch, in the rows' own mix rather than "
+        "the target's.\n\n"
         f"```python\n{trl_snippet(fmt)}```\n"
     )
 

@@ -21,6 +21,9 @@ What TRL's ``GRPOTrainer`` does here, and what we add:
   advantage ``r_i - mean(r)`` over the group, which leaves ``A_i`` unchanged because CARE's
   advantages already sum to zero in a group. CARE's real rewards, regimes and costs are
   recorded beside it (``GroupRecord``).
+- **Tasks drawn by weight** (``rl.weighted``): a task's chance is the summed sampling
+  weight of its rows (``training/sampling.py``), by ``WeightedRepeatSampler``, which
+  keeps TRL's layout of a batch; a replacement group's task is drawn the same way.
 - **The schedule controller** (``training/schedule.py``) runs from a callback every
   ``schedule_every`` updates when a development probe is given, and moves the CARE
   parameters the reward function reads.
@@ -36,14 +39,15 @@ import random
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from statistics import fmean
-from typing import Any
+from typing import Any, cast
 
 import datasets
 import torch
+from torch.utils.data import Sampler
 from transformers import (
     PrinterCallback,
     TrainerCallback,
@@ -62,6 +66,7 @@ from envs.verification import replay_plan
 from training.base_model import BaseModel as Base
 from training.care import CareConfig, CareGroup, Regime, Rollout, care_group
 from training.chat_model import LocalChatModel
+from training.sampling import checked_weights
 from training.schedule import DevMetrics, Move, ScheduleConfig, next_config
 from training.settings import RlSettings
 
@@ -170,6 +175,8 @@ class RlResult:
     seconds: float = 0.0
     not_run: str | None = None
     """Why no update ran (the starting checkpoint gives no signal), or None."""
+    weighted: bool = False
+    """Whether tasks were drawn by their sampling weights (``rl.weighted``)."""
 
     @property
     def rollouts_per_second(self) -> float:
@@ -255,18 +262,89 @@ def starting_signal(base: Base, tasks: Sequence[TaskSpec], settings: RlSettings)
     )
 
 
+def draw_weights(
+    tasks: Sequence[TaskSpec], weights: Mapping[str, float] | None, weighted: bool
+) -> list[float] | None:
+    """The weight each of ``tasks`` is drawn by: its own in ``weights`` when ``weighted``
+    and every task has one, else None (every task equally often). All of them 0 is an
+    ``InvalidInputError`` naming ``weight``."""
+    if not weighted or weights is None or any(t.id not in weights for t in tasks):
+        return None
+    return checked_weights([weights[t.id] for t in tasks], "RL task")
+
+
+class WeightedRepeatSampler(Sampler[int]):
+    """The prompt indices of GRPO's batches, as TRL's ``RepeatSampler`` lays them out
+    (each index ``mini_repeat_count`` times in a row, a chunk of ``batch_size`` indices
+    ``repeat_count`` times), with the indices drawn in proportion to ``weights``, with
+    replacement, from a generator seeded by ``seed``: every process draws the same."""
+
+    def __init__(
+        self,
+        weights: Sequence[float],
+        *,
+        mini_repeat_count: int,
+        batch_size: int,
+        repeat_count: int,
+        seed: int,
+    ) -> None:
+        self.weights = torch.tensor(weights, dtype=torch.double)
+        self.mini_repeat_count = mini_repeat_count
+        self.batch_size = batch_size
+        self.repeat_count = repeat_count
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __iter__(self) -> Iterator[int]:
+        chunks = len(self.weights) // self.batch_size
+        draws = torch.multinomial(
+            self.weights, chunks * self.batch_size, replacement=True, generator=self.generator
+        ).tolist()
+        for start in range(0, len(draws), self.batch_size):
+            for _ in range(self.repeat_count):
+                for index in draws[start : start + self.batch_size]:
+                    yield from [index] * self.mini_repeat_count
+
+    def __len__(self) -> int:
+        chunks = len(self.weights) // self.batch_size
+        return chunks * self.batch_size * self.mini_repeat_count * self.repeat_count
+
+
+class _WeightedGrpoTrainer(GRPOTrainer):
+    """GRPO whose batches draw their tasks by ``task_weights`` (TRL's own draw for None)."""
+
+    def __init__(self, *args: Any, task_weights: list[float] | None, **kwargs: Any) -> None:
+        self.task_weights = task_weights
+        super().__init__(*args, **kwargs)
+
+    def _get_train_sampler(self, dataset: Any = None) -> Sampler[int]:
+        if self.task_weights is None:
+            return super()._get_train_sampler(dataset)
+        args = cast(GRPOConfig, self.args)
+        group = cast(int, self.num_generations)
+        return WeightedRepeatSampler(  # the arguments TRL gives its own sampler
+            self.task_weights,
+            mini_repeat_count=group,
+            batch_size=cast(int, args.generation_batch_size) // group,
+            repeat_count=self.num_iterations * cast(int, args.steps_per_generation),
+            seed=args.seed,
+        )
+
+
 def run_rl(
     base: Base,
     tasks: Sequence[TaskSpec],
     settings: RlSettings,
     out_dir: Path,
     *,
+    weights: Mapping[str, float] | None = None,
     on_update: Callable[[UpdateRecord], None] | None = None,
     dev_probe: DevProbe | None = None,
 ) -> RlResult:
-    """Train ``base.model`` in place for ``settings.updates`` updates on ``tasks``; first,
-    unless ``settings.probe_tasks`` is 0, check that the model gives RL a signal
-    (``starting_signal``): without one nothing runs and ``RlResult.not_run`` says why."""
+    """Train ``base.model`` in place for ``settings.updates`` updates on ``tasks``, drawn
+    by ``weights`` (by task id: ``task_weights`` of the export's rows) when
+    ``settings.weighted``; first, unless ``settings.probe_tasks`` is 0, check that the
+    model gives RL a signal (``starting_signal``): without one nothing runs and
+    ``RlResult.not_run`` says why."""
     if len(tasks) < settings.tasks_per_update:  # TRL would drop the short batch: no update
         raise InvalidInputError(
             "rl.tasks_per_update",
@@ -274,18 +352,20 @@ def run_rl(
             f"{len(tasks)} RL task(s)",
             [f"1 <= tasks_per_update <= {max(1, len(tasks))}"],
         )
+    drawn = draw_weights(tasks, weights, settings.weighted)
     if settings.probe_tasks:
         signal = starting_signal(base, tasks, settings)
         if not signal.any:
             return RlResult(final_care=settings.care, not_run=signal.reason())
     torch.manual_seed(settings.seed)
-    result = RlResult(final_care=settings.care)
+    result = RlResult(final_care=settings.care, weighted=drawn is not None)
     by_id = {t.id: t for t in tasks}
     state = _RunState(
         settings,
         result,
         fingerprints={t.id: t.fingerprint for t in tasks},
         tasks={t.id: t for t in tasks},
+        weights=None if drawn is None else {t.id: w for t, w in zip(tasks, drawn, strict=True)},
     )
     policy = LocalChatModel(
         model=base.model,
@@ -331,7 +411,7 @@ def run_rl(
         shuffle_dataset=True,
         ddp_find_unused_parameters=False,  # every parameter gets a gradient
     )
-    trainer = GRPOTrainer(
+    trainer = _WeightedGrpoTrainer(
         model=base.model,
         reward_funcs=[_CareScorer(state)],
         args=args,
@@ -339,6 +419,7 @@ def run_rl(
         processing_class=base.tokenizer,
         rollout_func=rollout,
         callbacks=[_UpdateLog(state, policy, on_update, dev_probe)],
+        task_weights=drawn,
     )
     trainer.remove_callback(PrinterCallback)  # what disable_tqdm puts in the bar's place
     started = time.perf_counter()
@@ -360,6 +441,8 @@ class _RunState:
     previous: DevMetrics | None = None
     fingerprints: dict[str, str] = field(default_factory=dict)
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
+    weights: dict[str, float] | None = None
+    """The weight each task is drawn by; None: every task equally often."""
     rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
@@ -367,9 +450,14 @@ class _RunState:
         self.rng = random.Random(self.settings.seed)
 
     def replacement(self, tried: set[str]) -> str | None:
-        """A task not yet sampled in this update, drawn from the seed; None if none is left."""
+        """A task not yet sampled in this update, drawn from the seed (by ``weights``);
+        None if none is left (none of weight above 0)."""
         left = sorted(set(self.tasks) - tried)
-        return self.rng.choice(left) if left else None
+        if self.weights is None:
+            return self.rng.choice(left) if left else None
+        weights = self.weights
+        left = [task_id for task_id in left if weights[task_id] > 0]
+        return self.rng.choices(left, [weights[t] for t in left])[0] if left else None
 
     def record(
         self, task_id: str, rollouts: list[Rollout], update: int, *, skipped: bool = False

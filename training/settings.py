@@ -145,6 +145,12 @@ class RlSettings(Hyperparameters):
         description="times a group whose rewards are all equal is replaced by another "
         "task's (dynamic sampling); 0: such groups stay, with zero advantages",
     )
+    weighted: bool = Field(
+        default=True,
+        description="draw tasks in proportion to the summed sampling weight of their rows "
+        "(the balancer's, towards the version's target mix), with replacement; false, or "
+        "rows without one: every task equally often",
+    )
     probe_tasks: int = Field(
         default=8,
         ge=0,

@@ -47,6 +47,7 @@ from trl.trainer.sft_trainer import SFTTrainer
 from contract import InvalidInputError
 from training.base_model import BaseModel
 from training.export import quiet_datasets
+from training.sampling import checked_weights
 from training.settings import Schedule, SftSettings
 from training.value_refs import shown_messages
 from training.value_swap import swapped_passes
@@ -220,19 +221,12 @@ def tokenize_rows(
 
 def sampling_weights(tokenized: Tokenized, weighted: bool) -> list[float] | None:
     """The weights batches draw the rows by: the rows' own when ``weighted`` and every row
-    has one, else None (every row equally often). A weight that is not finite, a negative
-    one, or all of them 0 is an ``InvalidInputError`` naming ``weight``."""
+    has one (``checked_weights`` refuses bad ones, naming ``weight``), else None (every
+    row equally often)."""
     weights = tokenized.weights
     if not weighted or weights is None:
         return None
-    bad = next((i for i, w in enumerate(weights) if not (math.isfinite(w) and w >= 0)), None)
-    if bad is not None:
-        raise InvalidInputError(
-            "weight", f"row {bad} has sampling weight {weights[bad]}; weights are finite and >= 0"
-        )
-    if not any(weights):
-        raise InvalidInputError("weight", "every row's sampling weight is 0; one must be above 0")
-    return weights
+    return checked_weights(weights, "row")
 
 
 # -- training -----------------------------------------------------------------------------

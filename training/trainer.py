@@ -57,6 +57,7 @@ from training.export import RL_TASKS, SFT, export_dataset
 from training.plots import Series, line_chart
 from training.replay import RowMix, chosen_rows, in_content_order, replay_choice
 from training.rl import DevProbe, RlResult
+from training.sampling import task_weights
 from training.settings import TrainRequest
 from training.sft import SftResult
 
@@ -80,6 +81,9 @@ class TrainingData:
     mix: RowMix | None = None
     chosen: tuple[int, ...] | None = None
     """The positions of ``sft`` in the export's rows in content order; None: all of them."""
+    rl_weights: dict[str, float] | None = None
+    """Each task's sampling weight, summed over all the export's rows (``task_weights``):
+    what RL draws its tasks by; None when a row has no weight."""
 
 
 def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData:
@@ -88,7 +92,7 @@ def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData
     out = home / "training" / "exports" / version.id
     if not (out / "hf" / "dataset_dict.json").is_file():
         export_dataset(catalog, version.id, out, "hf", overwrite=out.exists(), workers=1)
-    rows, tasks = read_export(out)
+    rows, tasks, weights = read_export(out)
     start = starting_model(catalog.models, request.base)
     seen = (
         {m.trajectory_id for m in catalog.datasets.get(start.dataset_id).members}
@@ -102,16 +106,23 @@ def prepare(catalog: Catalog, home: Path, request: TrainRequest) -> TrainingData
         request.sft.seed,
         start.dataset_id if start else None,
     )
-    return TrainingData(out, chosen_rows(rows, chosen), tasks, mix, chosen)
+    return TrainingData(out, chosen_rows(rows, chosen), tasks, mix, chosen, weights)
 
 
-def read_export(out: Path) -> tuple[datasets.Dataset, tuple[TaskSpec, ...]]:
-    """An export folder's SFT rows in content order, and its RL tasks less those on
-    simulated tools: what ``prepare`` and every process of ``cli.launch`` train from."""
+def read_export(
+    out: Path,
+) -> tuple[datasets.Dataset, tuple[TaskSpec, ...], dict[str, float] | None]:
+    """An export folder's SFT rows in content order, its RL tasks less those on simulated
+    tools, and each task's sampling weight (``task_weights`` of every row; None without a
+    ``weight`` column): what ``prepare`` and every process of ``cli.launch`` train from."""
     saved = datasets.load_from_disk(str(out / "hf"))
     specs = (TaskSpec.model_validate_json(row["task_spec"]) for row in saved[RL_TASKS])
     tasks = tuple(t for t in specs if t.initial_conditions.backend != SIMULATED)
-    return in_content_order(saved[SFT]), tasks
+    rows = saved[SFT]
+    weights = (
+        task_weights(rows["task_id"], rows["weight"]) if "weight" in rows.column_names else None
+    )
+    return in_content_order(rows), tasks, weights
 
 
 def starting_model(registry: ModelRegistry, base: str) -> ModelRecord | None:
@@ -252,6 +263,7 @@ class Curves:
                 "rollouts_per_second": rl.rollouts_per_second,
                 "informative_share": rl.informative_share,
                 "not_run": rl.not_run,
+                "weighted": rl.weighted,
                 "schedule_moves": [{"update": update, **vars(move)} for update, move in rl.moves],
                 "final_care": vars(rl.final_care),
             },

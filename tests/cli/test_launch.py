@@ -203,6 +203,8 @@ def test_the_export_reads_back_without_the_catalog(dataset: FrozenDataset) -> No
         prepared = prepare(catalog, dataset.home, request)
     loaded = load_export(prepared.path)
     assert loaded.rl_tasks == prepared.rl_tasks
+    assert loaded.rl_weights == prepared.rl_weights and prepared.rl_weights is not None
+    assert set(prepared.rl_weights) == {t.id for t in prepared.rl_tasks}
     assert loaded.sft.to_list() == prepared.sft.to_list()
 
 

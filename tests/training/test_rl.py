@@ -11,20 +11,21 @@ from typing import Any, cast
 
 import pytest
 import torch
+from trl.trainer.utils import RepeatSampler
 
 from contract import InvalidInputError, Split, TaskSpec
 from envs.bfcl.construct import bfcl_specs
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
 from storage import Catalog
-from tests.training.builders import frozen_dataset, train_tasks
+from tests.training.builders import FrozenDataset, frozen_dataset, train_tasks
 from training.base_model import BaseModel
 from training.care import Regime, Rollout, care_group
-from training.rl import RlResult, _CareScorer, _RunState, run_rl
+from training.rl import RlResult, WeightedRepeatSampler, _CareScorer, _RunState, run_rl
 from training.settings import RlSettings, SftSettings, TrainRequest
 from training.sft import run_sft
+from training.trainer import TrainingData, prepare
 from training.trainer import load_base as trainer_load_base
-from training.trainer import prepare
 
 
 def _column(groups: list[list[tuple[bool, float, int, int]]], index: int) -> list[Any]:
@@ -185,15 +186,22 @@ def test_fewer_rl_tasks_than_one_update_takes_are_refused(tmp_path: Path) -> Non
 
 
 @pytest.fixture
-def untrained(tmp_path: Path) -> tuple[BaseModel, list[TaskSpec]]:
-    """The tiny base before any training, and three tasks it cannot do: every rollout
-    fails with no progress, so every group's rewards are equal."""
-    tasks = train_tasks("toggle_phone_setting", 3)
-    dataset = frozen_dataset(tmp_path, tasks)
+def prepared(tmp_path: Path) -> tuple[BaseModel, TrainingData, FrozenDataset]:
+    """The tiny base before any training, and the training data of three tasks it cannot
+    do: every rollout fails with no progress, so every group's rewards are equal."""
+    dataset = frozen_dataset(tmp_path, train_tasks("toggle_phone_setting", 3))
     request = TrainRequest.of({"dataset_id": dataset.version.id})
     with Catalog.open(dataset.catalog_path) as catalog:
         data = prepare(catalog, tmp_path, request)
-    return trainer_load_base(request, data), list(data.rl_tasks)
+    return trainer_load_base(request, data), data, dataset
+
+
+@pytest.fixture
+def untrained(
+    prepared: tuple[BaseModel, TrainingData, FrozenDataset],
+) -> tuple[BaseModel, list[TaskSpec]]:
+    base, data, _ = prepared
+    return base, list(data.rl_tasks)
 
 
 def _weights(base: BaseModel) -> dict[str, torch.Tensor]:
@@ -232,6 +240,67 @@ def test_groups_with_equal_rewards_are_replaced_counted_and_move_nothing(
     assert all(not g.informative and set(g.advantages) == {0.0} for g in result.groups)
     assert all(torch.equal(p, before[n]) for n, p in base.model.named_parameters())
     assert update.to_json()["skipped"] == 2
+
+
+def test_rl_draws_its_tasks_by_the_summed_weight_of_their_rows(
+    prepared: tuple[BaseModel, TrainingData, FrozenDataset], tmp_path: Path
+) -> None:
+    base, data, dataset = prepared
+    summed: dict[str, float] = {}
+    for member in dataset.version.members:
+        summed[member.task_id] = summed.get(member.task_id, 0.0) + member.weight
+    assert data.rl_weights == summed  # every row of the export, whatever SFT chose
+
+    never, heavy, light = (t.id for t in data.rl_tasks)
+    weights = {never: 0.0, heavy: 3.0, light: 1.0}
+    settings = RlSettings(
+        updates=3,
+        group_size=2,
+        tasks_per_update=1,
+        max_steps=1,
+        max_new_tokens=8,
+        resamples=2,
+        probe_tasks=0,
+    )
+    drawn = run_rl(base, data.rl_tasks, settings, tmp_path / "w", weights=weights)
+
+    # Each update: a flat group of one weighted task, replaced by the other; then no task
+    # of weight above 0 is left untried, so that group stays.
+    assert drawn.weighted and [u.groups for u in drawn.curve] == [2, 2, 2]
+    assert [g.skipped for g in drawn.groups] == [True, False] * 3
+    assert {g.task_id for g in drawn.groups} == {heavy, light}
+    uniform = settings.model_copy(update={"weighted": False})
+    spread = run_rl(base, data.rl_tasks, uniform, tmp_path / "u", weights=weights)
+    assert not spread.weighted and never in {g.task_id for g in spread.groups}
+    unweighted = run_rl(base, data.rl_tasks, settings, tmp_path / "n", weights=None)
+    assert not unweighted.weighted and [u.groups for u in unweighted.curve] == [3, 3, 3]
+
+
+def test_rl_task_weights_a_draw_cannot_use_are_refused(
+    untrained: tuple[BaseModel, list[TaskSpec]], tmp_path: Path
+) -> None:
+    base, tasks = untrained
+    settings = RlSettings(updates=1, group_size=2, tasks_per_update=1, probe_tasks=0)
+    for weights in ({t.id: 0.0 for t in tasks}, {t.id: -1.0 for t in tasks}):
+        with pytest.raises(InvalidInputError) as refused:
+            run_rl(base, tasks, settings, tmp_path, weights=weights)
+        assert refused.value.field == "weight" and "RL task" in str(refused.value)
+
+
+def test_the_weighted_sampler_lays_batches_out_as_trl_does() -> None:
+    layout = {"mini_repeat_count": 3, "batch_size": 2, "repeat_count": 2}
+    equal = WeightedRepeatSampler([1.0] * 7, **layout, seed=4)
+    indices = list(equal)
+    trl = RepeatSampler(range(7), mini_repeat_count=3, batch_size=2, repeat_count=2)
+    assert len(indices) == len(equal) == len(trl)
+    chunks = [indices[i : i + 12] for i in range(0, len(indices), 12)]
+    for chunk in chunks:  # [a a a b b b] twice: a group per task, the batch repeated
+        assert chunk[:6] == chunk[6:]
+        assert chunk[:3] == [chunk[0]] * 3 and chunk[3:6] == [chunk[3]] * 3
+    assert indices == list(WeightedRepeatSampler([1.0] * 7, **layout, seed=4))
+    assert indices != list(WeightedRepeatSampler([1.0] * 7, **layout, seed=5))
+    only = WeightedRepeatSampler([0, 0, 0, 2.5, 0, 0, 0], **layout, seed=4)
+    assert set(only) == {3}
 
 
 def test_rl_does_not_start_from_a_checkpoint_that_gives_no_signal(

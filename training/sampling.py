@@ -1,0 +1,48 @@
+"""Sampling weights: the balancer's ``weight`` of each member, as the trainers draw by it.
+
+The balancer weighs every member of a version towards the version's target mix (a quarter
+of the weight per capability by default). The rows themselves are far from that mix: a
+round refuses a parameter draw it has made before, so templates with few parameters run
+dry and the quota goes to those with many. SFT draws its rows by these weights
+(``sft.weighted``), RL its tasks by the summed weights of their rows (``rl.weighted``),
+so that both train on the mix the version was balanced to.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+from contract import InvalidInputError
+
+
+def checked_weights(weights: Sequence[float], unit: str) -> list[float]:
+    """``weights`` (one per ``unit``: a row, an RL task) as a list; one that is not finite,
+    a negative one, or all of them 0 is an ``InvalidInputError`` naming ``weight``."""
+    bad = next((i for i, w in enumerate(weights) if not (math.isfinite(w) and w >= 0)), None)
+    if bad is not None:
+        raise InvalidInputError(
+            "weight",
+            f"{unit} {bad} has sampling weight {weights[bad]}; weights are finite and >= 0",
+        )
+    if not any(weights):
+        raise InvalidInputError(
+            "weight", f"every {unit}'s sampling weight is 0; one must be above 0"
+        )
+    return list(weights)
+
+
+def task_weights(
+    task_ids: Iterable[str], weights: Iterable[float | None]
+) -> dict[str, float] | None:
+    """Each task's sampling weight: the sum of its rows' (a capability keeps its share of
+    the weight however its rows spread over tasks); None when a row has none. The rows'
+    weights are checked as ``checked_weights`` checks them."""
+    pairs = list(zip(task_ids, weights, strict=True))
+    if any(w is None for _, w in pairs):
+        return None
+    checked = checked_weights([float(w) for _, w in pairs if w is not None], "row")
+    summed: dict[str, float] = {}
+    for (task_id, _), weight in zip(pairs, checked, strict=True):
+        summed[task_id] = summed.get(task_id, 0.0) + weight
+    return summed
