@@ -14,14 +14,14 @@ Figures, never pass or fail: the README's "The nano base" gives the measured one
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from bench.machine import cpu_seconds
+from bench.machine import cpu_seconds, work_folder
 from bench.report import cell
+from contract import InvalidInputError
 from flows.environment import scoped_environ
 from flows.settings import load_settings
 from training.settings import NANO, RlSettings, SftSettings
@@ -53,14 +53,23 @@ def run_loop_benchmark(
     sft: Mapping[str, Any] | None = None,
     rl: Mapping[str, Any] | None = None,
     serving: Mapping[str, str] | None = None,
+    workdir: Path | None = None,
 ) -> dict[str, Any]:
     """``rounds`` turns of the loop on a fresh state folder; the figures per turn.
+
+    ``workdir`` keeps that state folder (its catalog, every turn's model and evaluation)
+    for a look afterwards; it must be empty or new, since a loop there would continue
+    from what it holds. Without it, a temporary folder is removed at the end.
 
     ``dev_tasks`` is twice the catalog's default, so that the gate's paired interval is
     about ±0.03 Overall for a later turn's candidate; 480 tasks narrow it to about ±0.025
     and resolve the +0.036 of a loop's second turn (README, "The loop drawing rows by
     weight").
     """
+    if workdir is not None and workdir.exists() and not _empty_folder(workdir):
+        raise InvalidInputError(
+            "workdir", f"{workdir} is not an empty folder; name an empty or a new one"
+        )
     from flows.loop import loop
     from flows.servers import ModelServer, free_port, prefect_api, resolve_prefect_api
 
@@ -70,8 +79,8 @@ def run_loop_benchmark(
     port = str(free_port())
     environment = {"FLYWHEEL_SERVING__PORT": port, **(serving or {})}
     with (
-        tempfile.TemporaryDirectory(prefix="flywheel-bench-loop-") as tmp,
-        scoped_environ({"FLYWHEEL_HOME": tmp, **environment}),
+        work_folder(workdir, "flywheel-bench-loop-") as tmp,
+        scoped_environ({"FLYWHEEL_HOME": str(tmp), **environment}),
     ):
         settings = load_settings()
         api = resolve_prefect_api(server_home, settings.prefect.port)
@@ -88,7 +97,7 @@ def run_loop_benchmark(
                     rl=rl_settings,
                 )
         finally:
-            ModelServer(Path(tmp), int(port), settings.serving).stop()
+            ModelServer(tmp, int(port), settings.serving).stop()
         wall, cpu = time.perf_counter() - started, cpu_seconds() - cpu
     return {
         "base": base,
@@ -101,7 +110,12 @@ def run_loop_benchmark(
         "load_average": os.getloadavg()[0],
         "turns": result["turns"],
         "flow_run_id": result["flow_run_id"],
+        "workdir": str(workdir) if workdir is not None else None,
     }
+
+
+def _empty_folder(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
 
 
 def loop_table(figures: Mapping[str, Any]) -> str:

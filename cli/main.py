@@ -621,6 +621,13 @@ def bench_loop(
     ] = 240,
     base: BenchBaseOpt = "nano",
     assignments: TrainerSetOpt = None,
+    workdir: Annotated[
+        Path | None,
+        typer.Option(
+            help="keep the loop's state folder here, to look into its catalog and models "
+            "afterwards (empty or new; default: a temporary folder)"
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """The loop itself: per turn, minutes, dataset size, SFT rows and epochs, informative
@@ -637,6 +644,7 @@ def bench_loop(
         base=base,
         sft=values.get("sft"),
         rl=values.get("rl"),
+        workdir=workdir,
     )
     typer.echo(figures_json(figures) if as_json else loop_table(figures))
 

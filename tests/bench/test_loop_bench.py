@@ -1,0 +1,35 @@
+"""The loop benchmark keeps its state folder only where it is told, and only a fresh one
+(the benchmark's figures themselves are measured, never asserted: README)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bench.loop import run_loop_benchmark
+from cli.main import app
+from contract import InvalidInputError
+
+
+@pytest.mark.parametrize("kind", ["folder with a file", "file"])
+def test_a_workdir_that_is_not_an_empty_folder_is_refused_untouched(
+    tmp_path: Path, kind: str
+) -> None:
+    workdir = tmp_path / "state"
+    if kind == "file":
+        workdir.write_text("notes")
+        kept = workdir
+    else:
+        workdir.mkdir()
+        kept = workdir / "catalog.duckdb"
+        kept.write_text("an earlier loop")
+    with pytest.raises(InvalidInputError) as refused:
+        run_loop_benchmark(rounds=1, tasks=10, workdir=workdir)
+    assert refused.value.field == "workdir" and str(workdir) in str(refused.value)
+    assert kept.read_text() in {"notes", "an earlier loop"}, "nothing there is touched"
+
+    result = CliRunner().invoke(app, ["bench", "loop", "--workdir", str(workdir)])
+    assert result.exit_code == 1 and isinstance(result.exception, InvalidInputError)
+    assert result.exception.field == "workdir"
