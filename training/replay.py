@@ -5,8 +5,10 @@ was already trained on. Training again on all of it costs a turn more every roun
 training on the new rows alone makes the model forget. A run that continues from a
 registered model trains on the rows its version added since that model's version, plus a
 random sample of the rows it had seen, sized so that they are ``replay_share`` of the rows
-trained (``sft.replay_share``; all of them when there are fewer). A run from a built base,
-or from a folder the registry does not know, trains on every row.
+trained (``sft.replay_share``; all of them when there are fewer), their sampling weights
+scaled so that each capability keeps its share of the version's weight
+(``training.sampling.in_version_mix``). A run from a built base, or from a folder the
+registry does not know, trains on every row.
 
 Rows are put in content order first (``in_content_order``): the export lists them by
 trajectory id, and a served model's trajectory ids change from run to run with its
@@ -24,6 +26,7 @@ from typing import Any
 import datasets
 
 from contract import content_hash
+from training.sampling import in_version_mix
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,24 @@ def replay_choice(
 
 
 def chosen_rows(rows: datasets.Dataset, chosen: tuple[int, ...] | None) -> datasets.Dataset:
-    """``rows`` at the positions ``replay_choice`` chose (every row for None)."""
-    return rows if chosen is None else rows.select(chosen)
+    """``rows`` at the positions ``replay_choice`` chose (every row for None), their
+    ``weight`` scaled so that each capability keeps its share of all the rows' weight
+    (``in_version_mix``)."""
+    if chosen is None:
+        return rows
+    picked = rows.select(chosen)
+    if not {"weight", "capabilities"} <= set(rows.column_names):
+        return picked
+    weights = in_version_mix(rows["capabilities"], rows["weight"], chosen)
+    if weights is None:
+        return picked
+    feature = rows.features["weight"]
+    return (
+        picked.flatten_indices()
+        .remove_columns("weight")
+        .add_column("weight", weights, feature=feature)
+        .select_columns(rows.column_names)
+    )
 
 
 def in_content_order(rows: datasets.Dataset) -> datasets.Dataset:

@@ -5,7 +5,9 @@ of the weight per capability by default). The rows themselves are far from that 
 round refuses a parameter draw it has made before, so templates with few parameters run
 dry and the quota goes to those with many. SFT draws its rows by these weights
 (``sft.weighted``), RL its tasks by the summed weights of their rows (``rl.weighted``),
-so that both train on the mix the version was balanced to.
+so that both train on the mix the version was balanced to. A run that continues from a
+checkpoint trains on some of the rows (``training/replay.py``): their weights are scaled
+so that each capability keeps its share of the version's weight (``in_version_mix``).
 """
 
 from __future__ import annotations
@@ -46,3 +48,31 @@ def task_weights(
     for (task_id, _), weight in zip(pairs, checked, strict=True):
         summed[task_id] = summed.get(task_id, 0.0) + weight
     return summed
+
+
+def in_version_mix(
+    capabilities: Sequence[Sequence[str]],
+    weights: Sequence[float | None],
+    chosen: Sequence[int],
+) -> list[float] | None:
+    """The weights of the rows at ``chosen``, each multiplied by its primary capability's
+    weight over all the rows divided by its weight over the chosen ones, so that drawn by
+    them the chosen rows hold each capability in the share the version gives it (the
+    balancer's target). A later round's new rows lean to the templates with parameters
+    left to draw, and a uniform sample of the rows seen keeps that lean. None when a row
+    has no weight."""
+    if any(w is None for w in weights):
+        return None
+    primary = [caps[0] if caps else "" for caps in capabilities]
+    every: dict[str, float] = {}
+    picked: dict[str, float] = {}
+    for capability, weight in zip(primary, weights, strict=True):
+        every[capability] = every.get(capability, 0.0) + float(weight or 0.0)
+    for i in chosen:
+        picked[primary[i]] = picked.get(primary[i], 0.0) + float(weights[i] or 0.0)
+    return [
+        float(weights[i] or 0.0) * every[primary[i]] / picked[primary[i]]
+        if picked[primary[i]]
+        else 0.0
+        for i in chosen
+    ]

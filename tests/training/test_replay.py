@@ -92,3 +92,41 @@ def test_equal_conversations_are_told_apart_by_their_trained_turns() -> None:
     )
     flipped = twins.select([1, 0])
     assert list(in_content_order(twins)["trained"]) == list(in_content_order(flipped)["trained"])
+
+
+def weighted_rows() -> datasets.Dataset:
+    """Ten rows: four of memory, six of tool use (its primary capability), each
+    capability a half of the version's weight."""
+    capabilities = [["memory"]] * 4 + [["tool_use", "memory"]] * 6
+    weights = [0.125] * 4 + [1 / 12] * 6
+    return datasets.Dataset.from_dict(
+        {
+            "trajectory_id": [f"traj-{i:03d}" for i in range(10)],
+            "capabilities": capabilities,
+            "weight": weights,
+        }
+    )
+
+
+def test_the_chosen_rows_keep_each_capability_s_share_of_the_weight() -> None:
+    every = weighted_rows()
+    seen = {"traj-000", "traj-004", "traj-005", "traj-006", "traj-007", "traj-008"}
+    chosen, mix = replay_rows(every, seen, 0.5, seed=0)
+    assert (mix.new, mix.replayed) == (4, 4)
+    # Seen are one memory row and five tool-use rows: however the four replayed fall,
+    # the chosen rows' own weights lean to one capability; scaled, each holds its half.
+    by_capability: dict[str, float] = {}
+    for capabilities, weight in zip(chosen["capabilities"], chosen["weight"], strict=True):
+        by_capability[capabilities[0]] = by_capability.get(capabilities[0], 0.0) + weight
+    assert by_capability == pytest.approx({"memory": 0.5, "tool_use": 0.5})
+    assert chosen.column_names == every.column_names
+    assert chosen["trajectory_id"] == sorted(chosen["trajectory_id"])
+    pairs = zip(chosen["capabilities"], chosen["weight"], strict=True)
+    assert len({w for c, w in pairs if c[0] == "memory"}) == 1, "one capability: same ratios"
+    assert chosen_rows(every, None)["weight"] == every["weight"], "every row: as they are"
+
+
+def test_rows_without_weights_are_chosen_as_they_are() -> None:
+    unweighted = rows(10)
+    chosen, _ = replay_rows(unweighted, {f"traj-{i:03d}" for i in range(6)}, 0.5, seed=0)
+    assert chosen.column_names == ["trajectory_id"] and len(chosen) == 8
