@@ -40,12 +40,11 @@ def task_weights(
     """Each task's sampling weight: the sum of its rows' (a capability keeps its share of
     the weight however its rows spread over tasks); None when a row has none. The rows'
     weights are checked as ``checked_weights`` checks them."""
-    pairs = list(zip(task_ids, weights, strict=True))
-    if any(w is None for _, w in pairs):
+    given = _all_given(weights)
+    if given is None:
         return None
-    checked = checked_weights([float(w) for _, w in pairs if w is not None], "row")
     summed: dict[str, float] = {}
-    for (task_id, _), weight in zip(pairs, checked, strict=True):
+    for task_id, weight in zip(task_ids, checked_weights(given, "row"), strict=True):
         summed[task_id] = summed.get(task_id, 0.0) + weight
     return summed
 
@@ -61,18 +60,24 @@ def in_version_mix(
     balancer's target). A later round's new rows lean to the templates with parameters
     left to draw, and a uniform sample of the rows seen keeps that lean. None when a row
     has no weight."""
-    if any(w is None for w in weights):
+    given = _all_given(weights)
+    if given is None:
         return None
     primary = [caps[0] if caps else "" for caps in capabilities]
     every: dict[str, float] = {}
     picked: dict[str, float] = {}
-    for capability, weight in zip(primary, weights, strict=True):
-        every[capability] = every.get(capability, 0.0) + float(weight or 0.0)
+    for capability, weight in zip(primary, given, strict=True):
+        every[capability] = every.get(capability, 0.0) + weight
     for i in chosen:
-        picked[primary[i]] = picked.get(primary[i], 0.0) + float(weights[i] or 0.0)
+        picked[primary[i]] = picked.get(primary[i], 0.0) + given[i]
     return [
-        float(weights[i] or 0.0) * every[primary[i]] / picked[primary[i]]
-        if picked[primary[i]]
-        else 0.0
+        given[i] * every[primary[i]] / picked[primary[i]] if picked[primary[i]] else 0.0
         for i in chosen
     ]
+
+
+def _all_given(weights: Iterable[float | None]) -> list[float] | None:
+    """``weights`` as floats, or None when one is missing."""
+    listed = list(weights)
+    given = [float(w) for w in listed if w is not None]
+    return given if len(given) == len(listed) else None
