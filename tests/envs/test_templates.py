@@ -156,6 +156,30 @@ def test_catalogue_covers_every_capability_and_difficulty() -> None:
         assert any(t.split is Split.TRAIN and capability in t.capabilities for t in ALL_TEMPLATES)
 
 
+def test_every_sub_agent_cell_has_new_draws_for_a_third_round() -> None:
+    """The loop's rounds (2,000 tasks, an even mix) take a cell's quota from new draws
+    only; a cell whose draws two rounds use up moves its third quota to other cells, and
+    the weakest capability then gets no new data. Distinct train draws are counted from
+    600 draws per template, a lower bound of each template's space."""
+    quota = -(-2000 // (len(Capability) * len(Difficulty)))
+    for difficulty in Difficulty:
+        cell = [
+            t
+            for t in ALL_TEMPLATES
+            if t.split is Split.TRAIN
+            and t.capabilities[0] is Capability.SUBAGENT
+            and t.difficulty is difficulty
+        ]
+        fingerprints = {
+            drawn.fingerprint
+            for template in cell
+            for variant in range(600)
+            if (drawn := draw(template, SEEDS[variant % 3], SANDBOX, variant=variant)).split
+            is Split.TRAIN
+        }
+        assert len(fingerprints) > 2 * quota, (difficulty, len(fingerprints))
+
+
 def test_sandbox_has_enough_domains_and_tools() -> None:
     specs = SANDBOX.all_tool_specs()
     assert len(specs) >= 60

@@ -106,7 +106,14 @@ ROUTINE_ALARM_TIMES = [
 ]
 """Times a remembered or routine alarm may be at: every five minutes from 05:00 to 09:55,
 clear of the seeded alarms. Wide, so that a template's held-out draws are many."""
-WAKE_UP_HABITS = ["on weekdays", "on workdays", "every morning", "during the week"]
+WAKE_UP_HABITS = [
+    "on weekdays",
+    "on workdays",
+    "every morning",
+    "during the week",
+    "on weekday mornings",
+    "before work",
+]
 PERSONAL = "@example.com"
 """Contacts' addresses end with this; businesses use other domains."""
 MESSAGES_TO_REPLY = [
@@ -602,7 +609,7 @@ def wake_up_alarm_from_memory(world: Collections, p: Params) -> Draft:
 def usual_takeaway_from_memory(world: Collections, p: Params) -> Draft:
     dish = world["food.menu"][p.pick("item_id", list(world["food.menu"]))]
     restaurant = world["food.restaurants"][dish["restaurant_id"]]
-    qty = p.integer("quantity", 1, 2)
+    qty = p.integer("quantity", 1, 3)
     key = "user.usual_takeaway"
     line = {"item_id": dish["id"], "quantity": qty}
     return Draft(
@@ -730,8 +737,17 @@ def bedtime_routine_skill(world: Collections, p: Params) -> Draft:
     )
 
 
-AGENDA_FOLDERS = ["work", "personal"]
-AGENDA_PREFIXES = ["Agenda", "Day plan", "Schedule", "Itinerary"]
+AGENDA_FOLDERS = ["work", "personal", "travel"]
+AGENDA_PREFIXES = [
+    "Agenda",
+    "Day plan",
+    "Schedule",
+    "Itinerary",
+    "Timetable",
+    "Rundown",
+    "Overview",
+    "Run sheet",
+]
 """No prefix is inside another, so a note titled with the wrong one fails the check."""
 
 
@@ -848,19 +864,25 @@ MUSEUMS = [
     "Science Centre",
     "Modern Art Gallery",
     "Toy Museum",
+    "Coach Museum",
+    "Photography Museum",
+    "Botanical Garden",
+    "Planetarium",
 ]
+VISIT_HOURS = {1: "one hour", 2: "two hours", 3: "three hours"}
 
 
 @templates.template([Capability.SUBAGENT, TOOL], EASY, ["calendar"], patterns=[ROUTING])
 def museum_visit_via_search(world: Collections, p: Params) -> Draft:
     museum = p.pick("museum", MUSEUMS)
     opens = p.pick("opens", [hhmm(m) for m in range(9 * 60, 11 * 60 + 45, 15)])
+    hours = p.pick("hours", list(VISIT_HOURS))
     date = "2026-03-15"
-    end = hhmm(minutes(opens) + 120)
+    end = hhmm(minutes(opens) + 60 * hours)
     return Draft(
         goal=(
             f"Ask the search agent when the {museum} opens on Sundays, then add "
-            f'"Museum visit" to my calendar tomorrow from opening time for two hours.'
+            f'"Museum visit" to my calendar tomorrow from opening time for {VISIT_HOURS[hours]}.'
         ),
         setup=[
             _knowledge(
@@ -892,6 +914,16 @@ def museum_visit_via_search(world: Collections, p: Params) -> Draft:
     )
 
 
+GYM_SUBJECTS = [
+    "Gym membership",
+    "My gym number",
+    "Membership number",
+    "Gym card",
+    "Guest pass",
+    "For the gym booking",
+]
+
+
 def _gym_number(world: Collections) -> str:
     content = world["gui.screens"]["gym:membership"]["content"]
     found = re.search(r"G-\d+", content)
@@ -903,7 +935,7 @@ def _gym_number(world: Collections) -> str:
 )
 def gym_number_by_email(world: Collections, p: Params) -> Draft:
     person = _contact(world, p.pick("contact_id", list(world["contacts.people"])))
-    subject = p.pick("subject", ["Gym membership", "My gym number", "Membership number"])
+    subject = p.pick("subject", GYM_SUBJECTS)
     number = _gym_number(world)
     gui_args = {"app": "gym", "operation": "read_screen", "target": "membership"}
     return Draft(
@@ -939,6 +971,54 @@ def gym_number_by_email(world: Collections, p: Params) -> Draft:
                 subject__icontains=subject,
                 body__icontains=number,
             ),
+        ],
+    )
+
+
+CLOSING_PLACES = [
+    "Central Library",
+    "Corner Bakery",
+    "Hardware Store",
+    "Post Office",
+    "Flower Market",
+    "Bike Repair Shop",
+    "Farmers Market",
+    "Swimming Pool",
+    "Town Hall",
+    "Garden Centre",
+]
+
+
+@templates.template(
+    [Capability.SUBAGENT, TOOL], MEDIUM, ["contacts", "messages"], patterns=[GROUNDING, ROUTING]
+)
+def closing_time_by_text(world: Collections, p: Params) -> Draft:
+    place = p.pick("place", CLOSING_PLACES)
+    closes = p.pick("closes", [hhmm(m) for m in range(16 * 60, 21 * 60 + 1, 30)])
+    person = _contact(world, p.pick("contact_id", list(world["contacts.people"])))
+    text = f"The {place} closes at {closes} today."
+    return Draft(
+        goal=(
+            f"Ask the search agent when the {place} closes today, then text "
+            f"{person['name']} the closing time."
+        ),
+        setup=[_knowledge(f"{place} opening hours", f"Today the {place} closes at {closes}.")],
+        plan=[
+            SubAgentCall(
+                agent="search",
+                instruction=f"When does the {place} close today?",
+                arguments={"query": f"{place} opening hours"},
+            ),
+            ToolCall(tool="search_contacts", arguments={"query": person["name"]}),
+            ToolCall(tool="send_message", arguments={"contact_id": person["id"], "text": text}),
+        ],
+        checks=[
+            CollaborationCheck(
+                agent="search",
+                mentions=(place,),
+                then=ActionPattern(kind="tool_call", target="send_message"),
+            ),
+            _state("messages.sent", contact_id=person["id"], text__icontains=closes),
         ],
     )
 
@@ -980,6 +1060,16 @@ def pharmacy_opening_alarm(world: Collections, p: Params) -> Draft:
     )
 
 
+CONCERT_ARTISTS = [
+    "Norah Jones",
+    "Arctic Monkeys",
+    "Florence and the Machine",
+    "Fleetwood Mac",
+    "Daft Punk",
+    "Rosalia",
+]
+
+
 @templates.template(
     [Capability.SUBAGENT, TOOL],
     HARD,
@@ -988,7 +1078,7 @@ def pharmacy_opening_alarm(world: Collections, p: Params) -> Draft:
 )
 def concert_night_with_agents(world: Collections, p: Params) -> Draft:
     venue = _place(world, p.pick("venue", ["Riverside Arena", "Blue Note Club"]))
-    artist = p.pick("artist", ["Norah Jones", "Arctic Monkeys", "Florence and the Machine"])
+    artist = p.pick("artist", CONCERT_ARTISTS)
     date = p.pick("date", UPCOMING)
     doors = p.pick("doors", ["18:30", "19:00", "19:30", "20:00"])
     pickup = hhmm(minutes(doors) - 30)

@@ -925,6 +925,74 @@ def switch_on_app_option(world: Collections, p: Params) -> Draft:
     )
 
 
+@templates.template([Capability.SUBAGENT], Difficulty.EASY, ["settings"], patterns=[ROUTING])
+def revoke_app_permission(world: Collections, p: Params) -> Draft:
+    """The permission starts granted; only the GUI agent can take it back."""
+    app = p.pick("app", list(GUI_APPS))
+    permission = p.pick("permission", list(GUI_PERMISSIONS))
+    what = {"location": "my location", "camera": "the camera", "microphone": "the microphone"}
+    key = f"{app}:{permission}"
+    arguments = {"app": app, "operation": "revoke_permission", "target": permission}
+    return Draft(
+        goal=f"Stop the {app} app from using {what.get(permission, permission)}.",
+        setup=[
+            StatePatch(
+                collection="gui.permissions",
+                row={"id": key, "app": app, "permission": permission, "granted": True},
+            )
+        ],
+        plan=[
+            SubAgentCall(
+                agent="gui",
+                instruction=f"Open the {app} app's settings and revoke {permission} access.",
+                arguments=arguments,
+            )
+        ],
+        checks=[
+            CollaborationCheck(agent="gui", arguments=arguments, max_calls=2),
+            StatePredicateCheck(
+                collection="gui.permissions",
+                where=(Condition(field="id", value=key), Condition(field="granted", value=False)),
+                expect="exactly_one",
+            ),
+        ],
+    )
+
+
+@templates.template([Capability.SUBAGENT], Difficulty.EASY, ["settings"], patterns=[ROUTING])
+def switch_off_app_option(world: Collections, p: Params) -> Draft:
+    """The option starts on; verified on the screen, where its switch must show off."""
+    app = p.pick("app", list(GUI_APPS))
+    option = p.pick("option", list(GUI_OPTIONS))
+    label = option.replace("_", " ")
+    arguments = {"app": app, "operation": "set_option", "target": option, "value": False}
+    return Draft(
+        goal=f"Turn off {label} in the {app} app.",
+        setup=[
+            StatePatch(
+                collection="gui.options",
+                row={"id": f"{app}:{option}", "app": app, "option": option, "enabled": True},
+            )
+        ],
+        plan=[
+            SubAgentCall(
+                agent="gui",
+                instruction=f"Open the {app} app and switch {label} off.",
+                arguments=arguments,
+            )
+        ],
+        checks=[
+            CollaborationCheck(agent="gui", arguments=arguments, max_calls=2),
+            UIStateCheck(
+                xpath=f"//*[@id='option:{app}:{option}']",
+                attributes={"checked": "false"},
+                expect="exactly_one",
+                note="the option's switch shows off",
+            ),
+        ],
+    )
+
+
 @templates.template(
     [Capability.SUBAGENT, Capability.TOOL_USE],
     Difficulty.MEDIUM,
@@ -976,6 +1044,15 @@ def pay_with_bank_code(world: Collections, p: Params) -> Draft:
     )
 
 
+AWARDS = [
+    "Commuter Gear Awards 2026",
+    "Urban Cycling Awards 2026",
+    "Home Fitness Awards 2026",
+    "Travel Tech Awards 2026",
+    "Outdoor Kit Awards 2026",
+]
+
+
 @templates.template(
     [Capability.SUBAGENT, Capability.TOOL_USE],
     Difficulty.HARD,
@@ -990,7 +1067,7 @@ def order_award_winner(world: Collections, p: Params) -> Draft:
     ]
     product = world["shopping.products"][p.pick("product_id", options)]
     person = _person(world, p)
-    award = "Commuter Gear Awards 2026"
+    award = p.pick("award", AWARDS)
     finding = StatePatch(
         collection="search.knowledge",
         row={
@@ -998,7 +1075,7 @@ def order_award_winner(world: Collections, p: Params) -> Draft:
             "title": f"{award}: the winners",
             "text": (
                 f"The {award} went to the {product['name']}, praised by the jury for "
-                "comfort and value on the daily commute."
+                "comfort and value."
             ),
         },
     )
