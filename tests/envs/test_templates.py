@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.policies.perturb import FREE_ARGUMENTS, perturb
+from agents.task_constructor import GOAL_NEAR_DUPLICATE, what_it_asks
 from contract import (
     Action,
     Capability,
@@ -21,11 +22,13 @@ from contract import (
     Verdict,
     goal_problem,
 )
+from curation.dedup import word_shingles
 from envs.sandbox import MobileSandbox
 from envs.sandbox.state import Collections
 from envs.sandbox.subagents import SUBAGENTS
 from envs.sandbox.templates.base import Draft, Params, TaskTemplate, TemplateSet
 from envs.sandbox.templates.catalog import (
+    build,
     draw,
     instantiate,
     replay_reference,
@@ -156,28 +159,38 @@ def test_catalogue_covers_every_capability_and_difficulty() -> None:
         assert any(t.split is Split.TRAIN and capability in t.capabilities for t in ALL_TEMPLATES)
 
 
-def test_every_sub_agent_cell_has_new_draws_for_a_third_round() -> None:
-    """The loop's rounds (2,000 tasks, an even mix) take a cell's quota from new draws
-    only; a cell whose draws two rounds use up moves its third quota to other cells, and
-    the weakest capability then gets no new data. Distinct train draws are counted from
-    600 draws per template, a lower bound of each template's space."""
+def _new_tasks(cell: list[TaskTemplate], draws: int) -> int:
+    """Tasks a construction can keep of ``draws`` draws per template: distinct train
+    draws whose goal and checks are less alike than a near-duplicate to any kept one."""
+    kept: list[frozenset[str]] = []
+    seen: set[str] = set()
+    for template in cell:
+        for variant in range(draws):
+            drawn = draw(template, SEEDS[variant % len(SEEDS)], SANDBOX, variant=variant)
+            if drawn.split is not Split.TRAIN or drawn.fingerprint in seen:
+                continue
+            seen.add(drawn.fingerprint)
+            asks = frozenset(word_shingles(what_it_asks(build(drawn, SANDBOX))))
+            if all(len(asks & k) / len(asks | k) < GOAL_NEAR_DUPLICATE for k in kept):
+                kept.append(asks)
+    return len(kept)
+
+
+@pytest.mark.parametrize("difficulty", list(Difficulty))
+def test_every_sub_agent_cell_has_new_tasks_for_a_third_round(difficulty: Difficulty) -> None:
+    """The loop's rounds (2,000 tasks, an even mix) fill a cell's quota with new tasks
+    only; a cell that two rounds use up moves its third quota to other cells, and the
+    weakest capability then gets no new data. 600 draws per template give a lower bound
+    of what a cell holds."""
     quota = -(-2000 // (len(Capability) * len(Difficulty)))
-    for difficulty in Difficulty:
-        cell = [
-            t
-            for t in ALL_TEMPLATES
-            if t.split is Split.TRAIN
-            and t.capabilities[0] is Capability.SUBAGENT
-            and t.difficulty is difficulty
-        ]
-        fingerprints = {
-            drawn.fingerprint
-            for template in cell
-            for variant in range(600)
-            if (drawn := draw(template, SEEDS[variant % 3], SANDBOX, variant=variant)).split
-            is Split.TRAIN
-        }
-        assert len(fingerprints) > 2 * quota, (difficulty, len(fingerprints))
+    cell = [
+        t
+        for t in ALL_TEMPLATES
+        if t.split is Split.TRAIN
+        and t.capabilities[0] is Capability.SUBAGENT
+        and t.difficulty is difficulty
+    ]
+    assert _new_tasks(cell, 600) > 2 * quota
 
 
 def test_sandbox_has_enough_domains_and_tools() -> None:
