@@ -106,14 +106,7 @@ ROUTINE_ALARM_TIMES = [
 ]
 """Times a remembered or routine alarm may be at: every five minutes from 05:00 to 09:55,
 clear of the seeded alarms. Wide, so that a template's held-out draws are many."""
-WAKE_UP_HABITS = [
-    "on weekdays",
-    "on workdays",
-    "every morning",
-    "during the week",
-    "on weekday mornings",
-    "before work",
-]
+WAKE_UP_HABITS = ["on weekdays", "on workdays", "every morning", "during the week"]
 PERSONAL = "@example.com"
 """Contacts' addresses end with this; businesses use other domains."""
 MESSAGES_TO_REPLY = [
