@@ -14,7 +14,7 @@ from agents.policies.scripted import ScriptedPolicy
 from agents.runner import run_episode
 from bench.training import freeze_successes
 from cli.main import app
-from contract import InvalidInputError
+from contract import InvalidInputError, Split
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
 from storage import Catalog
@@ -30,7 +30,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     home = tmp_path_factory.mktemp("home")
     sandbox = MobileSandbox()
     runs = [
-        run_episode(t, sandbox, ScriptedPolicy(), round_id="r") for t in sample_tasks(6, 2, sandbox)
+        run_episode(t, sandbox, ScriptedPolicy(), round_id="r")
+        for t in sample_tasks(6, 2, sandbox, split=Split.TRAIN)
     ]
     with Catalog.open(home / "catalog.duckdb") as catalog:
         version = freeze_successes(catalog, runs, home / "shards", round_id="r", approver="t")

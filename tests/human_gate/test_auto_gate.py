@@ -9,7 +9,6 @@ from agents.runner import run_episode
 from contract import (
     CurationRecord,
     InvalidInputError,
-    Outcome,
     Review,
     ReviewDecision,
     Routing,
@@ -49,9 +48,10 @@ def record(t: Trajectory, suggested: ReviewDecision, reason: str = "checked") ->
     )
 
 
-def suggestion(t: Trajectory) -> ReviewDecision:
-    success = t.metadata.outcome is Outcome.SUCCESS
-    return ReviewDecision.APPROVE if success else ReviewDecision.REJECT
+def suggestion(i: int) -> ReviewDecision:
+    """Both decisions, whatever the episodes' outcomes: the gate applies what the
+    curator suggested, and nothing else."""
+    return ReviewDecision.REJECT if i % 3 == 0 else ReviewDecision.APPROVE
 
 
 def review(trajectory_id: str, decision: ReviewDecision, reviewer: str, auto: bool) -> Review:
@@ -65,7 +65,9 @@ def review(trajectory_id: str, decision: ReviewDecision, reviewer: str, auto: bo
 
 
 def test_auto_gate_applies_the_suggested_decisions(trajectories: list[Trajectory]) -> None:
-    items = [GateItem(t, record(t, suggestion(t), f"why {t.id}")) for t in trajectories]
+    items = [
+        GateItem(t, record(t, suggestion(i), f"why {t.id}")) for i, t in enumerate(trajectories)
+    ]
     gate: HumanGate = AutoGate()
     gate.submit("r2", items)
     result = gate.collect("r2", items)

@@ -18,6 +18,8 @@ from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
 from contract import (
     CurationRecord,
+    Difficulty,
+    FaultKind,
     InvalidInputError,
     ReviewDecision,
     Routing,
@@ -47,10 +49,16 @@ PAYLOAD = f"{SCRIPT}{IMG}{QUOTE}"
 
 @pytest.fixture(scope="module")
 def items(sandbox: MobileSandbox) -> list[GateItem]:
-    """Real episodes, half of them with an injected fault, curated."""
+    """Real episodes, curated: half of them with an injected fault, and three hard tasks
+    with a looping call, so that some episodes run to their whole step budget whatever
+    the templates draw."""
     policy = ScriptedPolicy(FaultConfig(rate=0.5))
+    looping = ScriptedPolicy(FaultConfig(rate=1.0, weights={FaultKind.LOOPING_CALL: 1.0}))
     trajectories = [
         run_episode(task, sandbox, policy, round_id="r") for task in sample_tasks(60, 3, sandbox)
+    ] + [
+        run_episode(task, sandbox, looping, round_id="r")
+        for task in sample_tasks(3, 3, sandbox, difficulty=Difficulty.HARD)
     ]
     records = {r.trajectory_id: r for r in curate(trajectories, "r")}
     return [GateItem(t, records[t.id]) for t in trajectories]
