@@ -20,6 +20,7 @@ from contract import (
     TaskSpec,
     ToolCall,
     Verdict,
+    default_plan,
     goal_problem,
 )
 from curation.dedup import word_shingles
@@ -182,7 +183,7 @@ def test_every_sub_agent_cell_has_new_tasks_for_a_third_round(difficulty: Diffic
     only; a cell that two rounds use up moves its third quota to other cells, and the
     weakest capability then gets no new data. 600 draws per template give a lower bound
     of what a cell holds."""
-    quota = -(-2000 // (len(Capability) * len(Difficulty)))
+    quota = max(q.count for q in default_plan(2000).quotas if q.capability is Capability.SUBAGENT)
     cell = [
         t
         for t in ALL_TEMPLATES
