@@ -867,18 +867,37 @@ def run_post_run_routine(world: Collections, p: Params) -> Draft:
 # -- sub-agents -----------------------------------------------------------------------
 
 
-@templates.template([Capability.SUBAGENT], Difficulty.EASY, ["settings"], patterns=[ROUTING])
-def grant_app_permission(world: Collections, p: Params) -> Draft:
-    app = p.pick("app", list(GUI_APPS))
-    permission = p.pick("permission", list(GUI_PERMISSIONS))
-    what = {"location": "my location", "camera": "the camera", "microphone": "the microphone"}
-    arguments = {"app": app, "operation": "grant_permission", "target": permission}
+PERMISSION_WORDS = {
+    "location": "my location",
+    "camera": "the camera",
+    "microphone": "the microphone",
+}
+
+
+def _permission_task(app: str, permission: str, grant: bool) -> Draft:
+    """The GUI agent grants ``app`` the permission, or revokes it from a world where it
+    is granted; checked on the state."""
+    key = f"{app}:{permission}"
+    what = PERMISSION_WORDS.get(permission, permission)
+    operation = "grant_permission" if grant else "revoke_permission"
+    arguments = {"app": app, "operation": operation, "target": permission}
+    granted = StatePatch(
+        collection="gui.permissions",
+        row={"id": key, "app": app, "permission": permission, "granted": True},
+    )
     return Draft(
-        goal=f"Allow the {app} app to use {what.get(permission, permission)}.",
+        goal=f"Allow the {app} app to use {what}."
+        if grant
+        else f"Stop the {app} app from using {what}.",
+        setup=[] if grant else [granted],
         plan=[
             SubAgentCall(
                 agent="gui",
-                instruction=f"Open the {app} app's settings and grant the {permission} permission.",
+                instruction=(
+                    f"Open the {app} app's settings and grant the {permission} permission."
+                    if grant
+                    else f"Open the {app} app's settings and revoke {permission} access."
+                ),
                 arguments=arguments,
             )
         ],
@@ -886,110 +905,69 @@ def grant_app_permission(world: Collections, p: Params) -> Draft:
             CollaborationCheck(agent="gui", arguments=arguments, max_calls=2),
             StatePredicateCheck(
                 collection="gui.permissions",
-                where=(
-                    Condition(field="id", value=f"{app}:{permission}"),
-                    Condition(field="granted", value=True),
-                ),
+                where=(Condition(field="id", value=key), Condition(field="granted", value=grant)),
                 expect="exactly_one",
             ),
         ],
+    )
+
+
+def _option_task(app: str, option: str, on: bool) -> Draft:
+    """The GUI agent switches an in-app option on, or off from a world where it is on;
+    verified on the screen (a ``ui_state`` check), in the sandbox's rendering of its GUI
+    world as on a device."""
+    label = option.replace("_", " ")
+    position = "on" if on else "off"
+    arguments = {"app": app, "operation": "set_option", "target": option, "value": on}
+    enabled = StatePatch(
+        collection="gui.options",
+        row={"id": f"{app}:{option}", "app": app, "option": option, "enabled": True},
+    )
+    return Draft(
+        goal=f"Turn {position} {label} in the {app} app.",
+        setup=[] if on else [enabled],
+        plan=[
+            SubAgentCall(
+                agent="gui",
+                instruction=f"Open the {app} app and switch {label} {position}.",
+                arguments=arguments,
+            )
+        ],
+        checks=[
+            CollaborationCheck(agent="gui", arguments=arguments, max_calls=2),
+            UIStateCheck(
+                xpath=f"//*[@id='option:{app}:{option}']",
+                attributes={"checked": "true" if on else "false"},
+                expect="exactly_one",
+                note=f"the option's switch shows {position}",
+            ),
+        ],
+    )
+
+
+@templates.template([Capability.SUBAGENT], Difficulty.EASY, ["settings"], patterns=[ROUTING])
+def grant_app_permission(world: Collections, p: Params) -> Draft:
+    return _permission_task(
+        p.pick("app", list(GUI_APPS)), p.pick("permission", list(GUI_PERMISSIONS)), grant=True
     )
 
 
 @templates.template([Capability.SUBAGENT], Difficulty.EASY, ["settings"], patterns=[ROUTING])
 def switch_on_app_option(world: Collections, p: Params) -> Draft:
-    """Verified on the screen: the option's switch must show on (a ``ui_state`` check),
-    in the sandbox's rendering of its GUI world as on a device."""
-    app = p.pick("app", list(GUI_APPS))
-    option = p.pick("option", list(GUI_OPTIONS))
-    label = option.replace("_", " ")
-    arguments = {"app": app, "operation": "set_option", "target": option, "value": True}
-    return Draft(
-        goal=f"Turn on {label} in the {app} app.",
-        plan=[
-            SubAgentCall(
-                agent="gui",
-                instruction=f"Open the {app} app and switch {label} on.",
-                arguments=arguments,
-            )
-        ],
-        checks=[
-            CollaborationCheck(agent="gui", arguments=arguments, max_calls=2),
-            UIStateCheck(
-                xpath=f"//*[@id='option:{app}:{option}']",
-                attributes={"checked": "true"},
-                expect="exactly_one",
-                note="the option's switch shows on",
-            ),
-        ],
-    )
+    return _option_task(p.pick("app", list(GUI_APPS)), p.pick("option", list(GUI_OPTIONS)), on=True)
 
 
 @templates.template([Capability.SUBAGENT], Difficulty.EASY, ["settings"], patterns=[ROUTING])
 def revoke_app_permission(world: Collections, p: Params) -> Draft:
-    """The permission starts granted; only the GUI agent can take it back."""
-    app = p.pick("app", list(GUI_APPS))
-    permission = p.pick("permission", list(GUI_PERMISSIONS))
-    what = {"location": "my location", "camera": "the camera", "microphone": "the microphone"}
-    key = f"{app}:{permission}"
-    arguments = {"app": app, "operation": "revoke_permission", "target": permission}
-    return Draft(
-        goal=f"Stop the {app} app from using {what.get(permission, permission)}.",
-        setup=[
-            StatePatch(
-                collection="gui.permissions",
-                row={"id": key, "app": app, "permission": permission, "granted": True},
-            )
-        ],
-        plan=[
-            SubAgentCall(
-                agent="gui",
-                instruction=f"Open the {app} app's settings and revoke {permission} access.",
-                arguments=arguments,
-            )
-        ],
-        checks=[
-            CollaborationCheck(agent="gui", arguments=arguments, max_calls=2),
-            StatePredicateCheck(
-                collection="gui.permissions",
-                where=(Condition(field="id", value=key), Condition(field="granted", value=False)),
-                expect="exactly_one",
-            ),
-        ],
+    return _permission_task(
+        p.pick("app", list(GUI_APPS)), p.pick("permission", list(GUI_PERMISSIONS)), grant=False
     )
 
 
 @templates.template([Capability.SUBAGENT], Difficulty.EASY, ["settings"], patterns=[ROUTING])
 def switch_off_app_option(world: Collections, p: Params) -> Draft:
-    """The option starts on; verified on the screen, where its switch must show off."""
-    app = p.pick("app", list(GUI_APPS))
-    option = p.pick("option", list(GUI_OPTIONS))
-    label = option.replace("_", " ")
-    arguments = {"app": app, "operation": "set_option", "target": option, "value": False}
-    return Draft(
-        goal=f"Turn off {label} in the {app} app.",
-        setup=[
-            StatePatch(
-                collection="gui.options",
-                row={"id": f"{app}:{option}", "app": app, "option": option, "enabled": True},
-            )
-        ],
-        plan=[
-            SubAgentCall(
-                agent="gui",
-                instruction=f"Open the {app} app and switch {label} off.",
-                arguments=arguments,
-            )
-        ],
-        checks=[
-            CollaborationCheck(agent="gui", arguments=arguments, max_calls=2),
-            UIStateCheck(
-                xpath=f"//*[@id='option:{app}:{option}']",
-                attributes={"checked": "false"},
-                expect="exactly_one",
-                note="the option's switch shows off",
-            ),
-        ],
+    return _option_task(
+        p.pick("app", list(GUI_APPS)), p.pick("option", list(GUI_OPTIONS)), on=False
     )
 
 
