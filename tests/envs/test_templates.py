@@ -23,7 +23,7 @@ from contract import (
     default_plan,
     goal_problem,
 )
-from curation.dedup import word_shingles
+from curation.dedup import jaccard, word_shingles
 from envs.sandbox import MobileSandbox
 from envs.sandbox.state import Collections
 from envs.sandbox.subagents import SUBAGENTS
@@ -172,7 +172,7 @@ def _new_tasks(cell: list[TaskTemplate], draws: int) -> int:
                 continue
             seen.add(drawn.fingerprint)
             asks = frozenset(word_shingles(what_it_asks(build(drawn, SANDBOX))))
-            if all(len(asks & k) / len(asks | k) < GOAL_NEAR_DUPLICATE for k in kept):
+            if all(jaccard(asks, k) < GOAL_NEAR_DUPLICATE for k in kept):
                 kept.append(asks)
     return len(kept)
 

@@ -35,6 +35,7 @@ from envs.sandbox.apps.wallet import bank_code
 from envs.sandbox.state import WORLD_DATE, Collections
 from envs.sandbox.subagents import GUI_APPS, GUI_OPTIONS, GUI_PERMISSIONS
 from envs.sandbox.templates.base import Draft, Params, TemplateSet, rows
+from envs.screen import OPTIONS, PERMISSIONS
 
 templates = TemplateSet()
 
@@ -879,32 +880,30 @@ def _permission_task(app: str, permission: str, grant: bool) -> Draft:
     is granted; checked on the state."""
     key = f"{app}:{permission}"
     what = PERMISSION_WORDS.get(permission, permission)
-    operation = "grant_permission" if grant else "revoke_permission"
+    if grant:
+        operation, setup = "grant_permission", []
+        goal = f"Allow the {app} app to use {what}."
+        instruction = f"Open the {app} app's settings and grant the {permission} permission."
+    else:
+        row = {"id": key, "app": app, "permission": permission, "granted": True}
+        operation, setup = "revoke_permission", [StatePatch(collection=PERMISSIONS, row=row)]
+        goal = f"Stop the {app} app from using {what}."
+        instruction = f"Open the {app} app's settings and revoke {permission} access."
     arguments = {"app": app, "operation": operation, "target": permission}
-    granted = StatePatch(
-        collection="gui.permissions",
-        row={"id": key, "app": app, "permission": permission, "granted": True},
-    )
     return Draft(
-        goal=f"Allow the {app} app to use {what}."
-        if grant
-        else f"Stop the {app} app from using {what}.",
-        setup=[] if grant else [granted],
+        goal=goal,
+        setup=setup,
         plan=[
             SubAgentCall(
                 agent="gui",
-                instruction=(
-                    f"Open the {app} app's settings and grant the {permission} permission."
-                    if grant
-                    else f"Open the {app} app's settings and revoke {permission} access."
-                ),
+                instruction=instruction,
                 arguments=arguments,
             )
         ],
         checks=[
             CollaborationCheck(agent="gui", arguments=arguments, max_calls=2),
             StatePredicateCheck(
-                collection="gui.permissions",
+                collection=PERMISSIONS,
                 where=(Condition(field="id", value=key), Condition(field="granted", value=grant)),
                 expect="exactly_one",
             ),
@@ -920,7 +919,7 @@ def _option_task(app: str, option: str, on: bool) -> Draft:
     position = "on" if on else "off"
     arguments = {"app": app, "operation": "set_option", "target": option, "value": on}
     enabled = StatePatch(
-        collection="gui.options",
+        collection=OPTIONS,
         row={"id": f"{app}:{option}", "app": app, "option": option, "enabled": True},
     )
     return Draft(
