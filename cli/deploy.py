@@ -153,7 +153,7 @@ def run_loop_command(
 ) -> None:
     """Run the ``loop`` flow and print the table of its turns."""
     from flows.settings import load_settings
-    from training.settings import TrainRequest, parse_assignments
+    from training.settings import RlSettings, SftSettings, TrainRequest, parse_assignments
 
     if collect_with not in COLLECTORS:
         raise InvalidInputError("collect-with", f"unknown value {collect_with!r}", COLLECTORS)
@@ -175,10 +175,13 @@ def run_loop_command(
             correct_failures=correct_failures,
             base=training.base,
             method=training.method,
-            sft=training.sft,
-            rl=training.rl,
+            # The fields given only: each turn fills the rest with its own start's
+            # defaults, and a continuation's differ from the first turn's.
+            sft=SftSettings.of(values.get("sft", {})),
+            rl=RlSettings.of(values.get("rl", {})),
             dev_tasks=training.dev_tasks,
             seed=training.seed,
+            parent_share=training.parent_share if "parent_share" in values else None,
         )
     page = run_url(api, result["flow_run_id"])
     if as_json:

@@ -211,7 +211,8 @@ def train(plan: Plan, state: PartialState) -> tuple[BaseModel, steps.Curves]:
                 on_update=_rl_log(state),
             )
         rl = gathered(rl)
-    return base, steps.Curves(sft, rl, data.mix)
+    parent = steps.average_with_start(base, request)
+    return base, steps.Curves(sft, rl, data.mix, parent)
 
 
 def gathered(result: RlResult) -> RlResult:

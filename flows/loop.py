@@ -117,6 +117,7 @@ def loop(
     rl: RlSettings | None = None,
     dev_tasks: Annotated[int, Field(ge=1)] = DEFAULT_DEV_TASKS,
     seed: Annotated[int, Field(ge=0)] = 0,
+    parent_share: Annotated[float, Field(ge=0, lt=1)] | None = None,
 ) -> dict[str, Any]:
     """``rounds`` turns of round → train → deploy (module docstring).
 
@@ -139,6 +140,9 @@ def loop(
         rl: RL hyperparameters for every turn. None: the base's defaults.
         dev_tasks: Development tasks drawn when the catalog has none yet.
         seed: Seed of the first round (each turn adds one) and of training.
+        parent_share: A turn continuing from the champion: the champion's share of the
+            weights averaged into the trained ones. None: the base's default (0.5 for
+            nano's descendants).
     """
     settings = load_settings()
     log = get_run_logger()
@@ -169,7 +173,7 @@ def loop(
         else:
             champion = _champion(settings.home) if from_champion else None
             start = champion.path if champion is not None else base
-            trained = _train(dataset_id, start, method, sft, rl, dev_tasks, seed)
+            trained = _train(dataset_id, start, method, sft, rl, dev_tasks, seed, parent_share)
             record = deployment(model=trained["model_id"])
             turn.record_training(trained, record["decision"])
         _score(settings.home, turn)
@@ -209,6 +213,7 @@ def _train(
     rl: RlSettings | None,
     dev_tasks: int,
     seed: int,
+    parent_share: float | None,
 ) -> dict[str, Any]:
     from flows.trainer import trainer  # torch and TRL load only when a turn trains
 
@@ -220,6 +225,7 @@ def _train(
         rl=rl,
         dev_tasks=dev_tasks,
         seed=seed,
+        parent_share=parent_share,
     )
 
 

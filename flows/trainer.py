@@ -31,6 +31,7 @@ from training import sft as sft_training
 from training import trainer as steps
 from training.base_model import BaseModel
 from training.evaluate import Evaluation
+from training.parent_average import ParentAverage
 from training.plots import markdown_figure
 from training.rl import RlResult, UpdateRecord
 from training.settings import LATEST, TINY, RlSettings, SftSettings, TrainRequest, resolve_dataset
@@ -144,6 +145,19 @@ def rl_task(
     return result
 
 
+@task(name="average-with-parent", cache_policy=NO_CACHE)
+def average_task(base: BaseModel, request: TrainRequest) -> ParentAverage | None:
+    average = steps.average_with_start(base, request)
+    if average is not None:
+        get_run_logger().info(
+            "averaged %d parameters with the parent's (%s), its share %.2f",
+            average.parameters,
+            average.parent,
+            average.share,
+        )
+    return average
+
+
 @task(name="evaluate", cache_policy=NO_CACHE)
 def evaluate_task(home: Path, base: BaseModel, request: TrainRequest, name: str) -> Evaluation:
     with Catalog.open(catalog_path(home)) as catalog:
@@ -196,6 +210,7 @@ def trainer(
     dev_tasks: int = DEFAULT_DEV_TASKS,
     eval_samples: int = 1,
     seed: int = 0,
+    parent_share: float | None = None,
     deploy: bool = False,
 ) -> dict[str, Any]:
     """Train on a frozen dataset version, evaluate on the development set, register the
@@ -214,6 +229,9 @@ def trainer(
         dev_tasks: Development tasks drawn when the catalog has none yet (kept after).
         eval_samples: Attempts per development task.
         seed: Seed of training and evaluation.
+        parent_share: Continuing from a model folder: the share of its weights averaged
+            into the trained ones at the end (0: none). None: the base's default (0.5
+            where a nano model continues, else 0).
         deploy: Run the deployment flow on the new model afterwards.
     """
     if dataset_id == LATEST:
@@ -230,6 +248,7 @@ def trainer(
             "eval_samples": eval_samples,
             "seed": seed,
         }
+        | ({} if parent_share is None else {"parent_share": parent_share})
     )
     record, report = run_training(load_settings().home, request)
     deployed: dict[str, Any] | None = None
@@ -267,7 +286,8 @@ def run_training(home: Path, request: TrainRequest) -> tuple[ModelRecord, Feedba
         if request.uses_rl
         else None
     )
-    curves = Curves(sft_result, rl_result, data.mix)
+    parent = average_task(base, request)
+    curves = Curves(sft_result, rl_result, data.mix, parent)
     evaluation = evaluate_task(home, base, request, name)
     record = register_task(home, base, request, name, curves, evaluation.report, created_at)
     _publish(record, curves, evaluation.report)
@@ -289,6 +309,11 @@ def _parts(report: FeedbackReport) -> str:
     )
 
 
+def _averaged(parent: ParentAverage | None) -> str:
+    """`` (averaged with it, its share 0.50)`` where it was."""
+    return "" if parent is None else f" (averaged with it, its share {parent.share:.2f})"
+
+
 def _publish(record: ModelRecord, curves: Curves, report: FeedbackReport) -> None:
     figures = "\n\n".join(
         markdown_figure(svg, title.replace("_", " ")) for title, svg in curves.plots().items()
@@ -299,7 +324,8 @@ def _publish(record: ModelRecord, curves: Curves, report: FeedbackReport) -> Non
         markdown=(
             f"# {record.name}\n\n"
             f"Model `{record.id}` trained by `{record.method.value}` on `{record.dataset_id}` "
-            f"from `{record.base}`; development Overall **{overall}** ({_parts(report)}); "
+            f"from `{record.base}`{_averaged(curves.parent)}; "
+            f"development Overall **{overall}** ({_parts(report)}); "
             f"feedback report `{report.id}`.\n\n{report.notes}\n\n{figures}\n"
         ),
         description="Training curves and the development-set result",

@@ -247,6 +247,13 @@ the recipe's rate: at the recipe's own, a continuation of the 1,000-step champio
 loop's second turn lost what the champion knew (seen 0.393 to 0.383), with 0.5 the same
 continuation gained (0.467; README, "Replaying half")."""
 
+CONTINUED_PARENT_SHARE: dict[str, float] = {NANO: 0.5}
+"""Where a model trained from a built base continues, the parent's share of the weights it
+is registered with (``TrainRequest.parent_share``). Half: measured on a loop's kept state,
+the champion averaged half and half with either later candidate scored above that
+candidate, and one average cleared the promotion gate where its candidate had not
+(README, "Averaging with the parent")."""
+
 
 LATEST = "latest"
 """What a request may name instead of a dataset version: the catalog's newest."""
@@ -306,6 +313,14 @@ class TrainRequest(BaseModel):
     dev_seed: int = Field(default=7, ge=0, description="seed of that development set")
     eval_samples: int = Field(default=1, ge=1, le=64, description="episodes per dev task")
     seed: int = Field(default=0, ge=0, description="seed of the tiny model's weights")
+    parent_share: float = Field(
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description="continuing from a model folder (the loop's champion): the share of its "
+        "weights averaged into the trained ones once training ends (0: none); a built "
+        "base's first run has no parent and is left as trained",
+    )
 
     @field_validator("sft", "rl", mode="before")
     @classmethod
@@ -329,7 +344,8 @@ class TrainRequest(BaseModel):
     @classmethod
     def _base_defaults(cls, data: Any) -> Any:
         """Fill the fields of ``sft`` and ``rl`` a request leaves unset with its base's
-        defaults, before validation: pydantic ignores a copy returned after it when the
+        defaults, and ``parent_share`` where it continues from a model of that base, before
+        validation: pydantic ignores a copy returned after it when the
         request is built as ``TrainRequest(...)``, which would drop them silently."""
         if not isinstance(data, Mapping):
             return data
@@ -339,7 +355,10 @@ class TrainRequest(BaseModel):
         if not defaults:
             return data
         continued = CONTINUED_DEFAULTS.get(root, {}) if base != root else {}
+        share = CONTINUED_PARENT_SHARE.get(root) if base != root else None
+        parent = {} if share is None else {"parent_share": share}
         return {
+            **parent,
             **data,
             **{
                 part: _with_defaults(

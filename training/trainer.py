@@ -10,6 +10,8 @@ development-set evaluation out.
    a local model directory.
 3. ``run_sft`` / ``run_rl`` (``training/sft.py``, ``training/rl.py``) by ``method``;
    ``out_of_memory_guard`` turns an out-of-memory into a clear ``TrainingError``.
+   ``average_with_start`` then averages a continued run's weights with those it started
+   from (``parent_share``; ``training/parent_average.py``).
 4. ``evaluate_model``: greedy decoding on the development set (stored once, then the
    same tasks every time), written as a feedback report (source ``trainer``) that the
    next round plans from.
@@ -54,6 +56,7 @@ from training.base_model import load_base as load_base_model
 from training.chat_model import LocalChatModel
 from training.evaluate import Evaluation, ensure_development_set, evaluate
 from training.export import RL_TASKS, SFT, export_dataset
+from training.parent_average import ParentAverage, average_with_parent
 from training.plots import Series, line_chart
 from training.replay import RowMix, chosen_rows, in_content_order, replay_choice
 from training.rl import DevProbe, RlResult
@@ -143,6 +146,15 @@ def load_base(request: TrainRequest, data: TrainingData) -> BaseModel:
         else None
     )
     return load_base_model(request.base, corpus, seed=request.seed)
+
+
+def average_with_start(base: BaseModel, request: TrainRequest) -> ParentAverage | None:
+    """Average the trained weights with those the run started from, by
+    ``request.parent_share``, where it started from a model folder (the loop's champion);
+    None where there was nothing to average (a built base's random start, or share 0)."""
+    if request.parent_share == 0 or request.base in RECIPES:
+        return None
+    return average_with_parent(base.model, Path(request.base), request.parent_share)
 
 
 @contextmanager
@@ -247,12 +259,14 @@ class Curves:
     sft: SftResult | None
     rl: RlResult | None
     mix: RowMix | None = None
+    parent: ParentAverage | None = None
 
     def to_json(self) -> dict[str, Any]:
         rl = self.rl
         return {
             "sft": self.sft.to_json() if self.sft else None,
             "rows": self.mix.to_json() if self.mix else None,
+            "parent_average": self.parent.to_json() if self.parent else None,
             "rl": None
             if rl is None
             else {

@@ -115,3 +115,44 @@ def test_the_flywheel_command_prints_the_refusal_and_exits_1(
     assert capsys.readouterr().err == (
         "error: approval: unknown approval mode 'maybe' (allowed: auto, person)\n"
     )
+
+
+def test_the_loop_passes_only_the_settings_given_so_each_turn_takes_its_own_defaults(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first turn trains nano from scratch and later ones continue the champion with
+    other defaults (``CONTINUED_DEFAULTS``): a first turn's defaults carried into the
+    settings every turn gets would replace a continuation's."""
+    from contextlib import nullcontext
+
+    import flows.loop
+    from training.settings import CONTINUED_DEFAULTS, NANO, TrainRequest
+
+    called: dict[str, object] = {}
+
+    def loop(**kwargs: object) -> dict[str, object]:
+        called.update(kwargs)
+        return {"flow_run_id": "run-1", "turns": []}
+
+    monkeypatch.setattr("cli.deploy.live_prefect_api", lambda settings: "http://127.0.0.1:1")
+    monkeypatch.setattr("cli.deploy.flow_runs", lambda settings, api: nullcontext())
+    monkeypatch.setattr(flows.loop, "loop", loop)
+    args = ["loop", "--set", "base=nano", "--set", "sft.seed=3", "--set", "rl.updates=2"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
+
+    sft, rl = called["sft"], called["rl"]
+    assert sft.model_fields_set == {"seed"} and rl.model_fields_set == {"updates"}  # type: ignore[attr-defined]
+    assert called["base"] == NANO and called["parent_share"] is None
+    champion = home.parent / "champion"  # a later turn's start: a model trained from nano
+    champion.mkdir()
+    (champion / "config.json").write_text(json.dumps({"flywheel_base": NANO}))
+    (champion / "tokenizer.json").write_text("{}")
+    later = TrainRequest.of(
+        {"dataset_id": "ds-" + "a" * 20, "base": str(champion), "sft": sft, "rl": rl}
+    )
+    assert later.sft.learning_rate == CONTINUED_DEFAULTS[NANO]["sft"]["learning_rate"]
+    assert (later.sft.seed, later.rl.updates) == (3, 2)
+
+    runner.invoke(app, [*args, "--set", "parent_share=0.25", "--json"])
+    assert called["parent_share"] == 0.25

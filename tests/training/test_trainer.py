@@ -50,6 +50,7 @@ from training.settings import (
     BASE_DEFAULTS,
     BUILT_FROM,
     CONTINUED_DEFAULTS,
+    CONTINUED_PARENT_SHARE,
     NANO,
     RlSettings,
     SftSettings,
@@ -62,6 +63,7 @@ from training.trainer import (
     Curves,
     TrainingData,
     TrainingError,
+    average_with_start,
     dev_probe,
     development_note,
     development_set,
@@ -282,6 +284,7 @@ def test_the_model_folder_holds_weights_curves_evaluation_and_plots(
             "seen": 0,
             "continued_from": None,
         },
+        "parent_average": None,
         "rl": None,
     }
     evaluation = FeedbackReport.model_validate_json((folder / "evaluation.json").read_bytes())
@@ -438,6 +441,8 @@ def test_a_base_that_is_not_a_model_is_refused_when_loading(
         ({"eval_samples": 0}, "eval_samples", "greater than or equal to 1"),
         ({"eval_samples": 65}, "eval_samples", "less than or equal to 64"),
         ({"dev_tasks": 0}, "dev_tasks", "greater than or equal to 1"),
+        ({"parent_share": 1.0}, "parent_share", "less than 1"),
+        ({"parent_share": -0.5}, "parent_share", "greater than or equal to 0"),
         ({"epochs": 3}, "epochs", "is not a field of this record"),
         ({"sft": {"lr": 0.1}}, "sft.lr", "is not a setting"),
         ({"sft": "fast"}, "sft", "must be an object"),
@@ -519,6 +524,10 @@ def test_a_nano_request_takes_the_nano_defaults_for_what_it_leaves_unset(
     assert descendant.sft.learning_rate == continued["learning_rate"] < nano["learning_rate"]
     assert descendant.sft.replay_share == continued["replay_share"] != request.sft.replay_share
     assert descendant.sft.batch_size == nano["batch_size"], "the rest as nano trains"
+    assert descendant.parent_share == CONTINUED_PARENT_SHARE[NANO] > 0
+    assert request.parent_share == tiny.parent_share == 0, "a first run has no parent"
+    given = TrainRequest.of({"dataset_id": ANY_DATASET, "base": str(folder), "parent_share": 0})
+    assert given.parent_share == 0, "a value given is kept"
     assert request.sft.step_cap == nano["step_cap"], "from the recipe: the base's own"
     capped = TrainRequest.of(
         {"dataset_id": ANY_DATASET, "base": str(folder), "sft": {"step_cap": 50}}
@@ -526,6 +535,8 @@ def test_a_nano_request_takes_the_nano_defaults_for_what_it_leaves_unset(
     assert (capped.sft.step_cap, capped.sft.epochs) == (50, continued["epochs"])
     (folder / "config.json").write_text(json.dumps({BUILT_FROM: "gpt-5"}))
     assert built_from(str(folder)) is None
+    other = TrainRequest.of({"dataset_id": ANY_DATASET, "base": str(folder)})
+    assert other.parent_share == 0, "another model's continuation averages only if asked"
 
 
 @pytest.mark.parametrize(
@@ -698,6 +709,36 @@ def test_a_model_continued_from_a_trained_one_keeps_a_short_name(tmp_path: Path)
         base=str(tmp_path / "Qwen2.5-0.5B"), method=TrainingMethod.RL, dataset_id=dataset
     )
     assert model_name(folder, CREATED_AT) == f"Qwen2.5-0.5B-rl-{dataset}-20261201T120000Z"
+
+
+def test_a_continued_run_is_averaged_with_its_start_and_a_first_run_is_not(
+    trained: Trained, registered: Registered
+) -> None:
+    first = trained.request.model_copy(update={"parent_share": 0.5})
+    untouched = {n: p.detach().clone() for n, p in trained.base.model.named_parameters()}
+    assert average_with_start(trained.base, first) is None, "a built base: nothing to average"
+    assert all(torch.equal(p, untouched[n]) for n, p in trained.base.model.named_parameters())
+
+    continued = TrainRequest.of(
+        {"dataset_id": trained.request.dataset_id, "base": str(registered.folder)}
+        | {"parent_share": 0.25}
+    )
+    model = load_model_folder(str(registered.folder))
+    with torch.no_grad():
+        for param in model.model.parameters():
+            param.add_(4.0)  # as if training had moved every weight by 4
+    average = average_with_start(model, continued)
+
+    assert average is not None and (average.parent, average.share) == (
+        str(registered.folder),
+        0.25,
+    )
+    for name, param in model.model.named_parameters():
+        assert torch.allclose(param, untouched[name] + 3.0, atol=1e-5), name
+    curves = Curves(trained.sft, None, trained.data.mix, average)
+    assert curves.to_json()["parent_average"] == average.to_json()
+    zero = continued.model_copy(update={"parent_share": 0.0})
+    assert average_with_start(model, zero) is None
 
 
 def test_a_development_set_of_another_size_is_said() -> None:
