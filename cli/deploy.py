@@ -180,6 +180,8 @@ def run_loop_command(
             sft=SftSettings.of(values.get("sft", {})),
             rl=RlSettings.of(values.get("rl", {})),
             dev_tasks=training.dev_tasks,
+            dev_seed=training.dev_seed,
+            eval_samples=training.eval_samples,
             seed=training.seed,
             parent_share=training.parent_share if "parent_share" in values else None,
         )

@@ -53,16 +53,7 @@ def run_train_command(
 
     run_flow = cast("Callable[..., dict[str, Any]]", trainer)
     with flow_runs(settings, api):
-        summary = run_flow(
-            dataset_id=request.dataset_id,
-            base=request.base,
-            method=request.method,
-            sft=request.sft,
-            rl=request.rl,
-            dev_tasks=request.dev_tasks,
-            eval_samples=request.eval_samples,
-            seed=request.seed,
-        )
+        summary = run_flow(**{name: getattr(request, name) for name in TrainRequest.model_fields})
     summary["prefect_ui"] = run_url(api, summary["flow_run_id"])
     if as_json:
         emit_json(summary)

@@ -50,7 +50,7 @@ from flows.servers.model import ModelServer
 from flows.settings import FlywheelSettings, catalog_path, load_settings
 from storage import Catalog, FeedbackStore, ModelRegistry
 from training.plots import Series, line_chart, markdown_figure
-from training.settings import TINY, RlSettings, SftSettings
+from training.settings import DEFAULT_DEV_SEED, TINY, RlSettings, SftSettings
 
 
 class Turn(BaseModel):
@@ -116,6 +116,8 @@ def loop(
     sft: SftSettings | None = None,
     rl: RlSettings | None = None,
     dev_tasks: Annotated[int, Field(ge=1)] = DEFAULT_DEV_TASKS,
+    dev_seed: Annotated[int, Field(ge=0)] = DEFAULT_DEV_SEED,
+    eval_samples: Annotated[int, Field(ge=1, le=64)] = 1,
     seed: Annotated[int, Field(ge=0)] = 0,
     parent_share: Annotated[float, Field(ge=0, lt=1)] | None = None,
 ) -> dict[str, Any]:
@@ -139,6 +141,8 @@ def loop(
         sft: SFT hyperparameters for every turn. None: the base's defaults.
         rl: RL hyperparameters for every turn. None: the base's defaults.
         dev_tasks: Development tasks drawn when the catalog has none yet.
+        dev_seed: Seed of that draw.
+        eval_samples: Attempts per development task.
         seed: Seed of the first round (each turn adds one) and of training.
         parent_share: A turn continuing from the champion: the champion's share of the
             weights averaged into the trained ones. None: the base's default (0.5 for
@@ -173,7 +177,18 @@ def loop(
         else:
             champion = _champion(settings.home) if from_champion else None
             start = champion.path if champion is not None else base
-            trained = _train(dataset_id, start, method, sft, rl, dev_tasks, seed, parent_share)
+            trained = _train(
+                dataset_id=dataset_id,
+                base=start,
+                method=method,
+                sft=sft,
+                rl=rl,
+                dev_tasks=dev_tasks,
+                dev_seed=dev_seed,
+                eval_samples=eval_samples,
+                seed=seed,
+                parent_share=parent_share,
+            )
             record = deployment(model=trained["model_id"])
             turn.record_training(trained, record["decision"])
         _score(settings.home, turn)
@@ -205,28 +220,11 @@ def _collector(settings: FlywheelSettings, collect_with: str) -> Any:
     return "champion"
 
 
-def _train(
-    dataset_id: str,
-    base: str,
-    method: TrainingMethod,
-    sft: SftSettings | None,
-    rl: RlSettings | None,
-    dev_tasks: int,
-    seed: int,
-    parent_share: float | None,
-) -> dict[str, Any]:
+def _train(**parameters: Any) -> dict[str, Any]:
+    """The ``trainer`` flow on a turn's version, as a subflow of the loop."""
     from flows.trainer import trainer  # torch and TRL load only when a turn trains
 
-    return trainer(
-        dataset_id=dataset_id,
-        base=base,
-        method=method,
-        sft=sft,
-        rl=rl,
-        dev_tasks=dev_tasks,
-        seed=seed,
-        parent_share=parent_share,
-    )
+    return trainer(**parameters)
 
 
 def _champion(home: Path) -> ModelRecord | None:

@@ -34,7 +34,15 @@ from training.evaluate import Evaluation
 from training.parent_average import ParentAverage
 from training.plots import markdown_figure
 from training.rl import RlResult, UpdateRecord
-from training.settings import LATEST, TINY, RlSettings, SftSettings, TrainRequest, resolve_dataset
+from training.settings import (
+    DEFAULT_DEV_SEED,
+    LATEST,
+    TINY,
+    RlSettings,
+    SftSettings,
+    TrainRequest,
+    resolve_dataset,
+)
 from training.sft import SftResult
 from training.trainer import Curves, TrainingData
 
@@ -208,6 +216,7 @@ def trainer(
     sft: SftSettings | None = None,
     rl: RlSettings | None = None,
     dev_tasks: int = DEFAULT_DEV_TASKS,
+    dev_seed: int = DEFAULT_DEV_SEED,
     eval_samples: int = 1,
     seed: int = 0,
     parent_share: float | None = None,
@@ -227,6 +236,7 @@ def trainer(
         sft: SFT hyperparameters. None, or a field left out: the base's defaults.
         rl: RL hyperparameters. None, or a field left out: the base's defaults.
         dev_tasks: Development tasks drawn when the catalog has none yet (kept after).
+        dev_seed: Seed of that draw.
         eval_samples: Attempts per development task.
         seed: Seed of training and evaluation.
         parent_share: Continuing from a model folder: the share of its weights averaged
@@ -245,6 +255,7 @@ def trainer(
             "sft": sft or SftSettings(),
             "rl": rl or RlSettings(),
             "dev_tasks": dev_tasks,
+            "dev_seed": dev_seed,
             "eval_samples": eval_samples,
             "seed": seed,
         }

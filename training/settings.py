@@ -255,6 +255,9 @@ candidate, and one average cleared the promotion gate where its candidate had no
 (README, "Averaging with the parent")."""
 
 
+DEFAULT_DEV_SEED = 7
+"""The seed a catalog's development set is drawn with, unless a request names another."""
+
 LATEST = "latest"
 """What a request may name instead of a dataset version: the catalog's newest."""
 
@@ -310,7 +313,9 @@ class TrainRequest(BaseModel):
         description="development tasks stored when none exist (a smaller set is stated in "
         "every report)",
     )
-    dev_seed: int = Field(default=7, ge=0, description="seed of that development set")
+    dev_seed: int = Field(
+        default=DEFAULT_DEV_SEED, ge=0, description="seed of that development set"
+    )
     eval_samples: int = Field(default=1, ge=1, le=64, description="episodes per dev task")
     seed: int = Field(default=0, ge=0, description="seed of the tiny model's weights")
     parent_share: float = Field(

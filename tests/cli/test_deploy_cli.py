@@ -154,5 +154,36 @@ def test_the_loop_passes_only_the_settings_given_so_each_turn_takes_its_own_defa
     assert later.sft.learning_rate == CONTINUED_DEFAULTS[NANO]["sft"]["learning_rate"]
     assert (later.sft.seed, later.rl.updates) == (3, 2)
 
-    runner.invoke(app, [*args, "--set", "parent_share=0.25", "--json"])
-    assert called["parent_share"] == 0.25
+    more = ["--set", "parent_share=0.25", "--set", "eval_samples=2", "--set", "dev_seed=5"]
+    runner.invoke(app, [*args, *more, "--json"])
+    assert (called["parent_share"], called["eval_samples"], called["dev_seed"]) == (0.25, 2, 5)
+
+
+def test_every_train_setting_given_reaches_the_trainer_flow(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    import flows.trainer
+
+    dataset = "ds-" + "b" * 20
+    called: dict[str, object] = {}
+
+    def trainer(**kwargs: object) -> dict[str, object]:
+        called.update(kwargs)
+        return {"flow_run_id": "run-1"}
+
+    datasets = SimpleNamespace(latest_id=lambda: dataset, get=lambda dataset_id: None)
+    monkeypatch.setattr(
+        "cli.train.Catalog.open", lambda *a, **k: nullcontext(SimpleNamespace(datasets=datasets))
+    )
+    monkeypatch.setattr("cli.train.live_prefect_api", lambda settings: "http://127.0.0.1:1")
+    monkeypatch.setattr("cli.train.flow_runs", lambda settings, api: nullcontext())
+    monkeypatch.setattr(flows.trainer, "trainer", trainer)
+    given = {"dev_seed": 3, "parent_share": 0.2, "eval_samples": 2, "dev_tasks": 9, "seed": 4}
+    args = [arg for key, value in given.items() for arg in ("--set", f"{key}={value}")]
+    result = runner.invoke(app, ["train", "--dataset", "latest", *args, "--json"])
+    assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
+    assert {key: called[key] for key in given} == given
+    assert called["dataset_id"] == dataset

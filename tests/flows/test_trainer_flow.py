@@ -142,3 +142,19 @@ def test_the_prefect_form_of_the_trainer_has_typed_parameters() -> None:
     assert sft["learning_rate"]["exclusiveMinimum"] == 0 and sft["max_steps"]["default"] == 30
     rl = definitions["RlSettings"]["properties"]
     assert {"group_size", "epsilon_low", "epsilon_high", "lambda_eff", "p_high"} <= set(rl)
+
+
+def test_the_trainer_and_the_loop_take_every_field_of_a_request() -> None:
+    """A request field the flows do not take would be accepted by ``--set`` and then
+    dropped on the way to the trainer."""
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.loop import loop
+    from flows.trainer import trainer
+    from training.settings import TrainRequest
+
+    fields = set(TrainRequest.model_fields)
+    assert fields <= set(parameter_schema(trainer.fn).properties)
+    assert fields - {"dataset_id"} <= set(parameter_schema(loop.fn).properties), (
+        "each turn trains on its own round's version"
+    )
