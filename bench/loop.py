@@ -52,6 +52,7 @@ def run_loop_benchmark(
     base: str = NANO,
     sft: Mapping[str, Any] | None = None,
     rl: Mapping[str, Any] | None = None,
+    parent_share: float | None = None,
     serving: Mapping[str, str] | None = None,
     workdir: Path | None = None,
 ) -> dict[str, Any]:
@@ -95,6 +96,7 @@ def run_loop_benchmark(
                     dev_tasks=dev_tasks,
                     sft=sft_settings,
                     rl=rl_settings,
+                    parent_share=parent_share,
                 )
         finally:
             ModelServer(tmp, int(port), settings.serving).stop()
@@ -105,6 +107,7 @@ def run_loop_benchmark(
         "tasks": tasks,
         "champion_tasks": champion_tasks,
         "dev_tasks": dev_tasks,
+        "parent_share": parent_share,
         "minutes": round(wall / 60, 2),
         "cpu_minutes": round(cpu / 60, 2),
         "load_average": os.getloadavg()[0],
@@ -118,11 +121,16 @@ def _empty_folder(path: Path) -> bool:
     return path.is_dir() and not any(path.iterdir())
 
 
+def _parent(share: float | None) -> str:
+    return "" if share is None else f", parent share {share}"
+
+
 def loop_table(figures: Mapping[str, Any]) -> str:
     """The figures as a text table, one line per turn, then the capabilities."""
     lines = [
         f"The loop on the {figures['base']} base: {figures['rounds']} turns of "
-        f"{figures['tasks']} tasks ({figures['dev_tasks']} development tasks), "
+        f"{figures['tasks']} tasks ({figures['dev_tasks']} development tasks"
+        f"{_parent(figures.get('parent_share'))}), "
         f"{figures['minutes']} min wall, "
         f"{figures['cpu_minutes']} min CPU (this process; load average "
         f"{figures['load_average']:.2f} at the end)",

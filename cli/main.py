@@ -635,7 +635,7 @@ def bench_loop(
     from bench.loop import loop_table, run_loop_benchmark
     from bench.report import figures_json
 
-    values = _trainer_assignments(base, assignments)
+    values = _trainer_assignments(base, assignments, ("sft", "rl", "parent_share"))
     figures = run_loop_benchmark(
         rounds,
         tasks,
@@ -644,6 +644,7 @@ def bench_loop(
         base=base,
         sft=values.get("sft"),
         rl=values.get("rl"),
+        parent_share=values.get("parent_share"),
         workdir=workdir,
     )
     typer.echo(figures_json(figures) if as_json else loop_table(figures))
@@ -677,16 +678,21 @@ def bench_seeds(
     typer.echo(figures_json(figures) if as_json else seeds_table(figures))
 
 
-def _trainer_assignments(base: str, assignments: list[str] | None) -> dict[str, Any]:
-    """A benchmark's ``--base`` checked and its ``--set sft.*`` / ``rl.*`` parsed."""
-    from training.settings import parse_assignments
+def _trainer_assignments(
+    base: str, assignments: list[str] | None, settable: tuple[str, ...] = ("sft", "rl")
+) -> dict[str, Any]:
+    """A benchmark's ``--base`` checked and its ``--set`` parsed: ``sft.*``, ``rl.*`` and
+    whatever else of the trainer's ``settable`` names (checked as a request would be)."""
+    from training.settings import TrainRequest, parse_assignments
 
     if base not in BUILT_BASES:
         raise InvalidInputError("base", f"unknown value {base!r}", BUILT_BASES)
     values = parse_assignments(assignments or [])
-    unknown = sorted(set(values) - {"sft", "rl"})
+    unknown = sorted(set(values) - set(settable))
     if unknown:
-        raise InvalidInputError("--set", f"{unknown[0]}: the benchmark sets sft.* and rl.*")
+        allowed = ", ".join(f"{name}.*" if name in ("sft", "rl") else name for name in settable)
+        raise InvalidInputError("--set", f"{unknown[0]}: the benchmark sets {allowed}")
+    TrainRequest.of({"dataset_id": "latest", "base": base, **values})  # refused by name
     return values
 
 

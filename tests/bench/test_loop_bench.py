@@ -33,3 +33,30 @@ def test_a_workdir_that_is_not_an_empty_folder_is_refused_untouched(
     result = CliRunner().invoke(app, ["bench", "loop", "--workdir", str(workdir)])
     assert result.exit_code == 1 and isinstance(result.exception, InvalidInputError)
     assert result.exception.field == "workdir"
+
+
+def test_the_parent_share_is_the_one_trainer_setting_beside_sft_and_rl(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    called: dict[str, object] = {}
+
+    def run(*args: object, **kwargs: object) -> dict[str, object]:
+        called.update(kwargs)
+        return {"base": "nano", "turns": []}
+
+    monkeypatch.setattr("bench.loop.run_loop_benchmark", run)
+    runner = CliRunner()
+    ran = runner.invoke(app, ["bench", "loop", "--set", "parent_share=0.3", "--json"])
+    assert ran.exit_code == 0, f"{ran.output}\n{ran.exception!r}"
+    assert called["parent_share"] == 0.3
+
+    for args, field, says in [
+        (["--set", "parent_share=1.5"], "parent_share", "less than 1"),
+        (["--set", "dev_tasks=3"], "--set", "sets sft.*, rl.*, parent_share"),
+    ]:
+        refused = runner.invoke(app, ["bench", "loop", *args])
+        assert isinstance(refused.exception, InvalidInputError), refused.output
+        assert refused.exception.field == field and says in str(refused.exception)
+    seeds = runner.invoke(app, ["bench", "seeds", "--set", "parent_share=0.3"])
+    assert isinstance(seeds.exception, InvalidInputError)
+    assert "the benchmark sets sft.*, rl.*" in str(seeds.exception)
