@@ -177,18 +177,25 @@ def _new_tasks(cell: list[TaskTemplate], draws: int) -> int:
     return len(kept)
 
 
+@pytest.mark.parametrize("capability", list(Capability))
 @pytest.mark.parametrize("difficulty", list(Difficulty))
-def test_every_sub_agent_cell_has_new_tasks_for_a_third_round(difficulty: Difficulty) -> None:
+def test_every_cell_has_new_tasks_for_a_third_round(
+    capability: Capability, difficulty: Difficulty
+) -> None:
     """The loop's rounds (2,000 tasks, an even mix) fill a cell's quota with new tasks
-    only; a cell that two rounds use up moves its third quota to other cells, and the
-    weakest capability then gets no new data. 600 draws per template give a lower bound
-    of what a cell holds."""
-    quota = max(q.count for q in default_plan(2000).quotas if q.capability is Capability.SUBAGENT)
+    only; a cell that two rounds use up moves its third quota to other cells, and that
+    capability then gets no new data. 600 draws per template give a lower bound of what
+    a cell holds."""
+    quota = max(
+        q.count
+        for q in default_plan(2000).quotas
+        if q.capability is capability and q.difficulty is difficulty
+    )
     cell = [
         t
         for t in ALL_TEMPLATES
         if t.split is Split.TRAIN
-        and t.capabilities[0] is Capability.SUBAGENT
+        and t.capabilities[0] is capability
         and t.difficulty is difficulty
     ]
     assert _new_tasks(cell, 600) > 2 * quota

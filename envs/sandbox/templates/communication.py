@@ -32,6 +32,10 @@ QUICK_TEXTS = [
 ]
 
 
+RELATIONS = ["sister", "brother", "mother", "father", "manager", "partner", "neighbour", "coach"]
+"""Who a remembered contact is to the user (the memory key ``user.<relation>``)."""
+
+
 @templates.template(
     [Capability.TOOL_USE], Difficulty.EASY, ["contacts", "messages"], patterns=[GROUNDING]
 )
@@ -83,7 +87,7 @@ def lookup_phone_number(world: Collections, p: Params) -> Draft:
     ordered=True,
 )
 def text_relative_from_memory(world: Collections, p: Params) -> Draft:
-    relation = p.pick("relation", ["sister", "brother", "mother", "manager"])
+    relation = p.pick("relation", RELATIONS)
     person = world["contacts.people"][p.pick("contact_id", list(world["contacts.people"]))]
     message = p.pick("text", QUICK_TEXTS)
     fact = StatePatch(

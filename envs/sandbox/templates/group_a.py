@@ -29,6 +29,7 @@ from contract import (
 )
 from envs.sandbox.apps.calendar import hhmm, minutes
 from envs.sandbox.apps.clock import SEEDED_ALARM_TIMES
+from envs.sandbox.apps.maps import RIDE_TYPES
 from envs.sandbox.state import WORLD_DATE, Collections
 from envs.sandbox.templates.base import Draft, Params, TemplateSet, rows
 
@@ -107,6 +108,22 @@ ROUTINE_ALARM_TIMES = [
 """Times a remembered or routine alarm may be at: every five minutes from 05:00 to 09:55,
 clear of the seeded alarms. Wide, so that a template's held-out draws are many."""
 WAKE_UP_HABITS = ["on weekdays", "on workdays", "every morning", "during the week"]
+USUAL_ACTIVITIES = {
+    "gym_time": ("Gym", "usually goes to the gym at {time}", "go to the gym"),
+    "yoga_time": ("Yoga", "does yoga at {time} most days", "do yoga"),
+    "dog_walk_time": ("Dog walk", "walks the dog at {time}", "walk the dog"),
+    "medication_time": ("Medication", "takes their medication at {time}", "take my medication"),
+    "school_run_time": ("School run", "leaves for the school run at {time}", "leave for school"),
+    "piano_time": ("Piano", "practises the piano at {time}", "practise the piano"),
+    "call_home_time": ("Call home", "calls their parents at {time}", "call my parents"),
+    "swim_time": ("Swim", "goes swimming at {time}", "go swimming"),
+}
+"""A remembered daily activity: its memory key (``user.<key>``), the alarm's label, what
+the remembered fact says, and how the goal names it."""
+ACTIVITY_TIMES = [
+    hhmm(m) for m in range(6 * 60, 22 * 60, 5) if hhmm(m) not in SEEDED_ALARM_TIMES
+]
+"""Every five minutes from 06:00 to 21:55, clear of the seeded alarms."""
 PERSONAL = "@example.com"
 """Contacts' addresses end with this; businesses use other domains."""
 MESSAGES_TO_REPLY = [
@@ -596,6 +613,26 @@ def wake_up_alarm_from_memory(world: Collections, p: Params) -> Draft:
     )
 
 
+@templates.template([Capability.MEMORY, TOOL], EASY, ["clock"], ordered=True)
+def alarm_for_usual_activity(world: Collections, p: Params) -> Draft:
+    activity = p.pick("activity", list(USUAL_ACTIVITIES))
+    time = p.pick("time", ACTIVITY_TIMES)
+    label, fact, named = USUAL_ACTIVITIES[activity]
+    key = f"user.{activity}"
+    return Draft(
+        goal=f'Set an alarm labelled "{label}" for the time I usually {named}.',
+        setup=[_memory(key, fact.format(time=time))],
+        plan=[
+            MemoryRead(key=key),
+            ToolCall(tool="set_alarm", arguments={"time": time, "label": label}),
+        ],
+        checks=[
+            _order(("memory_read", key), ("tool_call", "set_alarm")),
+            _state("clock.alarms", time=time, label__icontains=label, enabled=True),
+        ],
+    )
+
+
 @templates.template(
     [Capability.MEMORY, TOOL], MEDIUM, ["food"], ordered=True, patterns=[GROUNDING, LONG_HORIZON]
 )
@@ -794,6 +831,15 @@ def agenda_note_skill(world: Collections, p: Params) -> Draft:
     )
 
 
+LEAVING_TEXTS = [
+    "Leaving now, see you soon",
+    "On my way to the office",
+    "Heading out now, talk later",
+    "Just left home, see you at work",
+]
+"""What the leave-for-work routine texts someone."""
+
+
 @templates.template(
     [Capability.SKILLS, TOOL],
     HARD,
@@ -806,14 +852,15 @@ def leave_for_work_skill(world: Collections, p: Params) -> Draft:
     office = world["maps.places"][p.pick("office_id", offices)]
     person = _contact(world, p.pick("contact_id", list(world["contacts.people"])))
     mins = p.integer("minutes", 15, 40)
+    ride_type = p.pick("ride_type", RIDE_TYPES)
+    text = p.pick("text", LEAVING_TEXTS)
     name = "leave_for_work"
-    text = "Leaving now, see you soon"
     skill = _skill(
         name,
         "Everything to do when leaving home for the office.",
         [
             f"search_places for '{office['name']}'",
-            "request_ride to it with ride type standard",
+            f"request_ride to it with ride type {ride_type}",
             f"send_message to {person['name']} saying '{text}'",
             f"start_timer for {mins} minutes labelled 'Commute'",
         ],
@@ -825,7 +872,7 @@ def leave_for_work_skill(world: Collections, p: Params) -> Draft:
             SkillLoad(name=name),
             ToolCall(tool="search_places", arguments={"query": office["name"]}),
             ToolCall(
-                tool="request_ride", arguments={"dropoff_id": office["id"], "ride_type": "standard"}
+                tool="request_ride", arguments={"dropoff_id": office["id"], "ride_type": ride_type}
             ),
             ToolCall(tool="search_contacts", arguments={"query": person["name"]}),
             ToolCall(tool="send_message", arguments={"contact_id": person["id"], "text": text}),
@@ -838,7 +885,7 @@ def leave_for_work_skill(world: Collections, p: Params) -> Draft:
                 ("tool_call", "send_message"),
                 ("tool_call", "start_timer"),
             ),
-            _state("maps.rides", dropoff_id=office["id"], ride_type="standard", status="requested"),
+            _state("maps.rides", dropoff_id=office["id"], ride_type=ride_type, status="requested"),
             _state("messages.sent", contact_id=person["id"], text__icontains=text),
             _state("clock.timers", minutes=mins, label__icontains="Commute"),
         ],

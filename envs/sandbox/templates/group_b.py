@@ -737,7 +737,15 @@ def run_focus_mode(world: Collections, p: Params) -> Draft:
     )
 
 
-NIGHT_SETTINGS = {"do_not_disturb": True, "battery_saver": True, "bluetooth": False, "wifi": False}
+NIGHT_SETTINGS = {
+    "do_not_disturb": True,
+    "battery_saver": True,
+    "dark_mode": True,
+    "bluetooth": False,
+    "wifi": False,
+    "location_services": False,
+    "nfc": False,
+}
 """What a bedtime routine may switch, and to which position (a draw takes only a setting
 the world does not already have there, nor a door already locked, so each step is needed)."""
 
