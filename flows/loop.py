@@ -224,7 +224,8 @@ def _train(**parameters: Any) -> dict[str, Any]:
     """The ``trainer`` flow on a turn's version, as a subflow of the loop."""
     from flows.trainer import trainer  # torch and TRL load only when a turn trains
 
-    return trainer(**parameters)
+    trained: dict[str, Any] = trainer(**parameters)
+    return trained
 
 
 def _champion(home: Path) -> ModelRecord | None:

@@ -126,7 +126,13 @@ def test_the_loop_passes_only_the_settings_given_so_each_turn_takes_its_own_defa
     from contextlib import nullcontext
 
     import flows.loop
-    from training.settings import CONTINUED_DEFAULTS, NANO, TrainRequest
+    from training.settings import (
+        CONTINUED_DEFAULTS,
+        NANO,
+        RlSettings,
+        SftSettings,
+        TrainRequest,
+    )
 
     called: dict[str, object] = {}
 
@@ -142,8 +148,9 @@ def test_the_loop_passes_only_the_settings_given_so_each_turn_takes_its_own_defa
     assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
 
     sft, rl = called["sft"], called["rl"]
-    assert sft.model_fields_set == {"seed"} and rl.model_fields_set == {"updates"}  # type: ignore[attr-defined]
-    assert called["base"] == NANO and called["parent_share"] is None
+    assert isinstance(sft, SftSettings) and isinstance(rl, RlSettings)
+    assert sft.model_fields_set == {"seed"} and rl.model_fields_set == {"updates"}
+    assert called["base"] == NANO and called.get("parent_share") is None
     champion = home.parent / "champion"  # a later turn's start: a model trained from nano
     champion.mkdir()
     (champion / "config.json").write_text(json.dumps({"flywheel_base": NANO}))
@@ -155,8 +162,9 @@ def test_the_loop_passes_only_the_settings_given_so_each_turn_takes_its_own_defa
     assert (later.sft.seed, later.rl.updates) == (3, 2)
 
     more = ["--set", "parent_share=0.25", "--set", "eval_samples=2", "--set", "dev_seed=5"]
+    called.clear()
     runner.invoke(app, [*args, *more, "--json"])
-    assert (called["parent_share"], called["eval_samples"], called["dev_seed"]) == (0.25, 2, 5)
+    assert [called[k] for k in ("parent_share", "eval_samples", "dev_seed")] == [0.25, 2, 5]
 
 
 def test_every_train_setting_given_reaches_the_trainer_flow(

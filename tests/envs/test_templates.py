@@ -194,9 +194,7 @@ def test_every_cell_has_new_tasks_for_a_third_round(
     cell = [
         t
         for t in ALL_TEMPLATES
-        if t.split is Split.TRAIN
-        and t.capabilities[0] is capability
-        and t.difficulty is difficulty
+        if t.split is Split.TRAIN and t.capabilities[0] is capability and t.difficulty is difficulty
     ]
     assert _new_tasks(cell, 600) > 2 * quota
 

@@ -120,9 +120,7 @@ USUAL_ACTIVITIES = {
 }
 """A remembered daily activity: its memory key (``user.<key>``), the alarm's label, what
 the remembered fact says, and how the goal names it."""
-ACTIVITY_TIMES = [
-    hhmm(m) for m in range(6 * 60, 22 * 60, 5) if hhmm(m) not in SEEDED_ALARM_TIMES
-]
+ACTIVITY_TIMES = [hhmm(m) for m in range(6 * 60, 22 * 60, 5) if hhmm(m) not in SEEDED_ALARM_TIMES]
 """Every five minutes from 06:00 to 21:55, clear of the seeded alarms."""
 PERSONAL = "@example.com"
 """Contacts' addresses end with this; businesses use other domains."""
