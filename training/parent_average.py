@@ -46,15 +46,11 @@ class ParentAverage:
 def average_with_parent(model: PreTrainedModel, parent: Path, share: float) -> ParentAverage:
     """Move every parameter of ``model`` towards the parent's (in place) by ``share``:
     ``share`` 0 leaves it as trained, 1 would restore the parent. The parent is loaded
-    from ``parent`` on the CPU and dropped after."""
+    from ``parent`` on the CPU, and dropped on return."""
     if not 0.0 <= share < 1.0:
         raise ValueError(f"share {share} is outside [0, 1)")
-    loaded = AutoModelForCausalLM.from_pretrained(parent, local_files_only=True)
-    try:
-        averaged = average_parameters(model, loaded.state_dict(), share)
-    finally:
-        del loaded
-    return ParentAverage(str(parent), share, averaged)
+    weights = AutoModelForCausalLM.from_pretrained(parent, local_files_only=True).state_dict()
+    return ParentAverage(str(parent), share, average_parameters(model, weights, share))
 
 
 def average_parameters(
