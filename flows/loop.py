@@ -145,7 +145,7 @@ def loop(
         eval_samples: Attempts per development task.
         seed: Seed of the first round (each turn adds one) and of training.
         parent_share: A turn continuing from the champion: the champion's share of the
-            weights averaged into the trained ones. None: the base's default (0.5 for
+            weights averaged into the trained ones. None: the base's default (0.25 for
             nano's descendants).
     """
     settings = load_settings()

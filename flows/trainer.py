@@ -240,7 +240,7 @@ def trainer(
         eval_samples: Attempts per development task.
         seed: Seed of training and evaluation.
         parent_share: Continuing from a model folder: the share of its weights averaged
-            into the trained ones at the end (0: none). None: the base's default (0.5
+            into the trained ones at the end (0: none). None: the base's default (0.25
             where a nano model continues, else 0).
         deploy: Run the deployment flow on the new model afterwards.
     """

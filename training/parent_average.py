@@ -3,9 +3,9 @@
 A continuation of the loop's champion swings single templates (one lost a third of its
 development successes in a turn), and the promotion gate refuses a drop of 0.02 in any
 capability. Averaging the fine-tuned weights with those it started from keeps what the
-parent knew and most of what the run learned (WiSE-FT, Wortsman et al. 2022; model soups):
-measured on a loop's kept state, both averages scored above their candidates, and one was
-promoted where its candidate was not (README, "Averaging with the parent").
+parent knew and most of what the run learned (WiSE-FT, Wortsman et al. 2022; model soups).
+Measured on the later candidates of two loops, an average lost no capability where its
+candidate lost one, and kept most of a clear gain (README, "Averaging with the parent").
 
 The average is taken parameter by parameter, ``(1 - share) * trained + share * parent``;
 buffers (rotary frequencies and the like) are the trained model's, and the parent's weights
