@@ -52,9 +52,10 @@ class SeedStream(random.Random):
 class MobileSandbox:
     """Typed tools over structured app databases, verified by state.
 
-    ``backend_fault_rate`` makes that share of tool calls fail with a backend error or a
-    timeout (seeded by task seed and ``device``), so that collectors and curation see the
-    faults a real device has, and a retry on another device meets different faults.
+    ``backend_fault_rate`` makes that share of tool and sub-agent calls fail with a backend
+    error or a timeout (seeded by task seed and ``device``), so that collectors and curation
+    see the faults a real device has, and a retry on another device meets different faults.
+    A sub-agent works the same device (the GUI agent its screens), so it meets them too.
     """
 
     name = "sandbox"
@@ -213,12 +214,17 @@ class MobileSandbox:
             return Feedback.failure(
                 ErrorKind.UNKNOWN_TOOL, f"tool {action.tool!r} {why} (available: {offered})"
             )
-        if self._fault_rate and self._faults.random() < self._fault_rate:
-            kind = self._faults.choice((ErrorKind.BACKEND_ERROR, ErrorKind.TIMEOUT))
-            return Feedback.failure(
-                kind, f"{action.tool}: the app did not respond", latency_ms=5000.0
-            )
+        fault = self._fault(f"{action.tool}: the app did not respond")
+        if fault is not None:
+            return fault
         return self._run(tool.check, tool.handler, action.arguments, tool.latency_ms)
+
+    def _fault(self, message: str) -> Feedback | None:
+        """A backend error or a timeout, ``backend_fault_rate`` of the time; else None."""
+        if not (self._fault_rate and self._faults.random() < self._fault_rate):
+            return None
+        kind = self._faults.choice((ErrorKind.BACKEND_ERROR, ErrorKind.TIMEOUT))
+        return Feedback.failure(kind, message, latency_ms=5000.0)
 
     def _run(
         self,
@@ -284,4 +290,7 @@ class MobileSandbox:
                 f"no sub-agent named {action.agent!r} (available: {', '.join(SUBAGENTS)})",
                 field="agent",
             )
+        fault = self._fault(f"the {action.agent} agent: the device did not respond")
+        if fault is not None:
+            return fault
         return self._run(agent.check, agent.handler, action.arguments, SUBAGENT_LATENCY_MS)

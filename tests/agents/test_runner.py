@@ -123,9 +123,17 @@ def test_policy_sees_no_privileged_information(sandbox: MobileSandbox) -> None:
     assert set(vars(view)) == {"goal", "tools", "subagents", "max_steps", "follow_ups", "arriving"}
 
 
-def test_backend_faults_end_the_episode_as_backend_error() -> None:
+@pytest.mark.parametrize(
+    "template",
+    [
+        "text_contact",  # tool calls
+        "grant_app_permission",  # the GUI agent alone: it works the same device
+        "museum_visit_via_search",  # the search agent first
+    ],
+)
+def test_backend_faults_end_the_episode_as_backend_error(template: str) -> None:
     flaky = MobileSandbox(backend_fault_rate=1.0)
-    trajectory = run_episode(_task(flaky), flaky, ScriptedPolicy())
+    trajectory = run_episode(_task(flaky, template), flaky, ScriptedPolicy())
     assert trajectory.metadata.termination is Termination.BACKEND_ERROR
     assert trajectory.metadata.outcome is Outcome.BACKEND_ERROR
     assert trajectory.metadata.failure_attribution is None
