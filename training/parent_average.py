@@ -62,17 +62,12 @@ def average_parameters(
     params = [(n, p) for n, p in model.named_parameters() if p.is_floating_point()]
     missing = [n for n, _ in params if n not in parent]
     wrong = [n for n, p in params if n in parent and parent[n].shape != p.shape]
-    if missing or wrong:
+    problems = [f"missing {', '.join(missing[:3])}"] if missing else []
+    if wrong:
+        problems.append(f"other shapes for {', '.join(wrong[:3])}")
+    if problems:
         raise ParentMismatchError(
-            "the parent's weights do not fit the trained model: "
-            + "; ".join(
-                part
-                for part in (
-                    f"missing {', '.join(missing[:3])}" if missing else "",
-                    f"other shapes for {', '.join(wrong[:3])}" if wrong else "",
-                )
-                if part
-            )
+            "the parent's weights do not fit the trained model: " + "; ".join(problems)
         )
     if share == 0.0:
         return 0

@@ -170,22 +170,20 @@ def test_the_loop_passes_only_the_settings_given_so_each_turn_takes_its_own_defa
 def test_every_train_setting_given_reaches_the_trainer_flow(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The flow run itself is replaced (``tests/flows/test_trainer_flow.py`` runs it on the
+    real Prefect server); the catalog the command resolves ``latest`` in is a real one."""
     from contextlib import nullcontext
-    from types import SimpleNamespace
 
     import flows.trainer
+    from tests.training.builders import frozen_dataset, train_tasks
 
-    dataset = "ds-" + "b" * 20
+    dataset = frozen_dataset(home, train_tasks("toggle_phone_setting", 2)).version.id
     called: dict[str, object] = {}
 
     def trainer(**kwargs: object) -> dict[str, object]:
         called.update(kwargs)
         return {"flow_run_id": "run-1"}
 
-    datasets = SimpleNamespace(latest_id=lambda: dataset, get=lambda dataset_id: None)
-    monkeypatch.setattr(
-        "cli.train.Catalog.open", lambda *a, **k: nullcontext(SimpleNamespace(datasets=datasets))
-    )
     monkeypatch.setattr("cli.train.live_prefect_api", lambda settings: "http://127.0.0.1:1")
     monkeypatch.setattr("cli.train.flow_runs", lambda settings, api: nullcontext())
     monkeypatch.setattr(flows.trainer, "trainer", trainer)
