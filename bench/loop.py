@@ -48,7 +48,7 @@ def run_loop_benchmark(
     tasks: int = 2000,
     *,
     champion_tasks: int | None = 200,
-    dev_tasks: int = 240,
+    dev_tasks: int = 480,
     base: str = NANO,
     sft: Mapping[str, Any] | None = None,
     rl: Mapping[str, Any] | None = None,
@@ -62,10 +62,10 @@ def run_loop_benchmark(
     for a look afterwards; it must be empty or new, since a loop there would continue
     from what it holds. Without it, a temporary folder is removed at the end.
 
-    ``dev_tasks`` is twice the catalog's default, so that the gate's paired interval is
-    about ±0.03 Overall for a later turn's candidate; 480 tasks narrow it to about ±0.025
-    and resolve the +0.036 of a loop's second turn (README, "The loop drawing rows by
-    weight").
+    ``dev_tasks`` is four times the catalog's default: the gate's paired interval over
+    480 tasks is about ±0.015 Overall for a later turn's candidate, narrow enough to
+    resolve the +0.015 to +0.02 third turns that 240 tasks left open (README, "The loop
+    on 480 development tasks").
     """
     if workdir is not None and workdir.exists() and not _empty_folder(workdir):
         raise InvalidInputError(

@@ -618,7 +618,7 @@ def bench_loop(
         typer.Option(
             min=1, help="development tasks: the gate resolves a turn's gain on the seen part"
         ),
-    ] = 240,
+    ] = 480,
     base: BenchBaseOpt = "nano",
     assignments: TrainerSetOpt = None,
     workdir: Annotated[
