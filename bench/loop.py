@@ -62,10 +62,10 @@ def run_loop_benchmark(
     for a look afterwards; it must be empty or new, since a loop there would continue
     from what it holds. Without it, a temporary folder is removed at the end.
 
-    ``dev_tasks`` is four times the catalog's default: the gate's paired interval over
-    480 tasks is about ±0.015 Overall for a later turn's candidate, narrow enough to
-    resolve the +0.015 to +0.02 third turns that 240 tasks left open (README, "The loop
-    on 480 development tasks").
+    ``dev_tasks`` is four times the catalog's default: over 480 tasks the gate's paired
+    interval is ±0.013 to ±0.028 Overall, as the two models disagree on fewer or more
+    tasks, so a turn's gain of a few hundredths is told from noise (README, "The loop on
+    480 development tasks").
     """
     if workdir is not None and workdir.exists() and not _empty_folder(workdir):
         raise InvalidInputError(
