@@ -27,8 +27,11 @@ set's seen templates solved fewer tasks (README, "The nano base"). A skill's ste
 the exception: the user wrote the routine, its steps name the settings, levels and
 labels a call copies (``set_setting bluetooth off``, ``set_level ring_volume to 17``),
 and read as plain text the model wrote whichever name it had seen most instead
-(README, "A skill's words by reference"). Digits inside a word, a phone number's country
-code after ``+`` and a decimal's parts are not values either.
+(README, "A skill's words by reference"). So is a remembered fact's value (``memory_read``,
+``memory_search``): the user told it, and a call copies it (the favourite restaurant a
+search asks for); read plain, the model searched the restaurant it had seen most. Digits
+inside a word, a phone number's country code after ``+`` and a decimal's parts are not
+values either.
 
 Marking depends only on the messages before a turn, so rendering a longer conversation
 extends the rendering of a shorter one (what SFT's masks and the rollouts' token traces
@@ -47,7 +50,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from agents.policies.chat_format import SKILL_FUNCTION
+from agents.policies.chat_format import MEMORY_READ, MEMORY_SEARCH, SKILL_FUNCTION
 
 MAX_REFERENCES = 96
 """Reference tokens in a vocabulary; values past the last one are shown plain."""
@@ -73,7 +76,13 @@ WORD_OR_VALUE = re.compile(
 after a dot (``user.brother``) or before a colon (``brother:``): what the user's turns
 and a skill's steps are marked by, since a call copies names, labels, choices and keys
 from the request word by word."""
-_SKILL_STEPS = re.compile(r'"steps":\s*\[')
+_WORDS_IN: dict[Any, re.Pattern[str]] = {
+    SKILL_FUNCTION: re.compile(r'"steps":\s*(?=\[)'),
+    MEMORY_READ: re.compile(r'"value":\s*'),
+    MEMORY_SEARCH: re.compile(r'"value":\s*'),
+}
+"""The results whose words are referenced, by function: the JSON value that each pattern
+introduces (a skill's steps, a remembered fact's value)."""
 _MONTHS = (
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
@@ -212,10 +221,12 @@ def with_references(
         elif role == "user" and isinstance(content, str):
             message["content"] = references.mark(with_dates_meant(content, today), words=True)
         elif role == "tool" and isinstance(content, str):
-            if function_of.get(str(message.get("tool_call_id"))) == SKILL_FUNCTION:
-                message["content"] = _marked_skill(content, references)
-            else:
-                message["content"] = references.mark(content)
+            opening = _WORDS_IN.get(function_of.get(str(message.get("tool_call_id"))))
+            message["content"] = (
+                references.mark(content)
+                if opening is None
+                else _marked_words(content, references, opening)
+            )
         elif role == "assistant" and message.get("tool_calls"):
             function_of.update(_functions(message["tool_calls"]))
             message["tool_calls"] = [
@@ -236,22 +247,26 @@ def _functions(calls: Any) -> dict[str, Any]:
     return named
 
 
-def _marked_skill(content: str, references: References) -> str:
-    """A skill's result with the words of its steps referenced as a user's are (module
-    docstring), the rest as any tool's result."""
-    found = _SKILL_STEPS.search(content)
-    if found is None:
-        return references.mark(content)
-    start = found.end() - 1
-    try:
-        _, end = json.JSONDecoder().raw_decode(content, start)
-    except ValueError:
-        return references.mark(content)
-    return (
-        references.mark(content[:start])
-        + references.mark(content[start:end], words=True)
-        + references.mark(content[end:])
-    )
+def _marked_words(content: str, references: References, opening: re.Pattern[str]) -> str:
+    """A tool's result with the words of each JSON value that ``opening`` introduces
+    referenced as a user's are (module docstring), the rest as any tool's result; a
+    result that is not such JSON is marked as any tool's."""
+    parts: list[str] = []
+    done = 0
+    for found in opening.finditer(content):
+        start = found.end()
+        if start < done:
+            continue
+        try:
+            _, end = json.JSONDecoder().raw_decode(content, start)
+        except ValueError:
+            continue
+        parts += [
+            references.mark(content[done:start]),
+            references.mark(content[start:end], words=True),
+        ]
+        done = end
+    return "".join([*parts, references.mark(content[done:])])
 
 
 def stated_today(text: str) -> date | None:

@@ -51,6 +51,9 @@ OPENAI_POLICY = "openai"
 SUBAGENT_PREFIX = "subagent_"
 SKILL_FUNCTION = "load_skill"
 """The harness function that loads a skill: its result is a routine the user wrote."""
+MEMORY_READ = "memory_read"
+MEMORY_SEARCH = "memory_search"
+"""The harness functions that read remembered facts: each fact's value the user told."""
 NUDGE = (
     "Your last reply contained no usable function call. Reply with exactly one function "
     "call; call finish(answer) when the task is done."
@@ -92,7 +95,7 @@ HARNESS: dict[str, HarnessFunction] = {
     f.name: f
     for f in (
         HarnessFunction(
-            "memory_read",
+            MEMORY_READ,
             "Read one remembered fact about the user by its key.",
             (("key", "the fact's key, e.g. user.best_friend"),),
             lambda a: MemoryRead(key=a["key"]),
@@ -104,7 +107,7 @@ HARNESS: dict[str, HarnessFunction] = {
             lambda a: MemoryWrite(key=a["key"], value=a["value"]),
         ),
         HarnessFunction(
-            "memory_search",
+            MEMORY_SEARCH,
             "Search remembered facts about the user.",
             (("query", "words to look for"),),
             lambda a: MemorySearch(query=a["query"]),
@@ -347,9 +350,9 @@ def json_action_call(action: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 _HARNESS_OF = {
-    "memory_read": "memory_read",
+    "memory_read": MEMORY_READ,
     "memory_write": "memory_write",
-    "memory_search": "memory_search",
+    "memory_search": MEMORY_SEARCH,
     "skill_load": SKILL_FUNCTION,
     "clarify": "ask_user",
     "refuse": "refuse",

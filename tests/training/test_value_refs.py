@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agents.policies.base import TaskView
-from agents.policies.chat_format import SKILL_FUNCTION, system_prompt
+from agents.policies.chat_format import MEMORY_READ, MEMORY_SEARCH, SKILL_FUNCTION, system_prompt
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from envs.sandbox.state import WORLD_DATE
 from tests.training.conversations import scripted_rows
@@ -174,6 +174,114 @@ def test_every_copied_word_of_a_skills_steps_is_written_by_reference(
                         copied += 1
                         assert json.dumps(value) not in after["function"]["arguments"]
     assert copied > 5, "the rows copy names from skills"
+
+
+def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
+        ],
+    }
+
+
+def _memory_conversation(function: str, result: Any) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "Book my favourite restaurant."},
+        _call("call_0", function, {"key": "user.favourite_restaurant"}),
+        {"role": "tool", "tool_call_id": "call_0", "content": json.dumps({"result": result})},
+        _call("call_1", "search_restaurants", {"query": "Sakura Sushi", "note": "Sushi bar"}),
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": '{"result": [{"id": "r-5", "name": "Sakura Sushi", "value": "Sushi"}]}',
+        },
+    ]
+
+
+def test_a_remembered_facts_value_is_read_as_the_users_words_and_nothing_else() -> None:
+    fact = {
+        "key": "user.favourite_restaurant",
+        "source": "talk 2026-01-30",
+        "value": "Sakura Sushi",
+    }
+    messages = _memory_conversation(MEMORY_READ, fact)
+    shown, refs = with_references(messages)
+    assert shown[2]["content"] == (
+        '{"result": {"key": "user.favourite_restaurant", "source": "talk <v5>2026-01-30", '
+        '"value": "<v6>Sakura <v7>Sushi"}}'
+    )
+    written = shown[3]["tool_calls"][0]["function"]["arguments"]
+    assert written == '{"query":"<v6> <v7>","note":"<v7> bar"}'
+    assert json.loads(refs.resolve(written)) == _arguments(messages[3]["tool_calls"][0])
+    assert shown[4]["content"] == (
+        '{"result": [{"id": "<v8>r-5", "name": "Sakura Sushi", "value": "Sushi"}]}'
+    ), "another tool's value field stays plain"
+
+
+def test_every_value_a_memory_search_found_is_read_as_words() -> None:
+    facts = [
+        {"key": "user.favourite_restaurant", "value": "Sakura Sushi"},
+        {"key": "user.usual_order", "value": {"dish": "Miso ramen", "size": 2}},
+    ]
+    shown, refs = with_references(_memory_conversation(MEMORY_SEARCH, facts))
+    assert shown[2]["content"] == (
+        '{"result": [{"key": "user.favourite_restaurant", "value": "<v5>Sakura <v6>Sushi"}, '
+        '{"key": "user.usual_order", "value": {"<v7>dish": "<v8>Miso <v9>ramen", '
+        '"<v10>size": <v11>2}}]}'
+    )
+    assert refs.resolve("<v8> <v9>") == "Miso ramen"
+
+
+def test_a_memory_result_without_a_json_value_is_marked_as_any_tools() -> None:
+    for content in ('{"result": null, "error": "no such fact"}', '{"value": ["Sakura Sushi", '):
+        messages = _memory_conversation(MEMORY_READ, None)
+        messages[2]["content"] = content
+        assert with_references(messages)[0][2]["content"] == References().mark(content)
+
+
+def test_every_copied_word_of_a_remembered_value_is_written_by_reference(
+    export_rows: list[dict[str, Any]],
+) -> None:
+    copied = 0
+    for row in export_rows:
+        words = _remembered_words(row["messages"])
+        if not words:
+            continue
+        shown, refs = with_references(row["messages"])
+        for original, message in zip(row["messages"], shown, strict=True):
+            for before, after in zip(
+                original.get("tool_calls") or (), message.get("tool_calls") or (), strict=True
+            ):
+                written = after["function"]["arguments"]
+                assert json.loads(refs.resolve(written)) == _arguments(before)
+                for value in _arguments(before).values():
+                    if isinstance(value, str) and value.split() and set(value.split()) <= words:
+                        copied += 1
+                        assert json.dumps(value) not in written
+    assert copied > 5, "the rows copy names from memory"
+
+
+def _remembered_words(messages: list[dict[str, Any]]) -> set[str]:
+    """The words of every fact's value a conversation read from memory."""
+    reads = {
+        call["id"]
+        for message in messages
+        for call in message.get("tool_calls") or ()
+        if call["function"]["name"] in (MEMORY_READ, MEMORY_SEARCH)
+    }
+    words: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool" and message["tool_call_id"] in reads:
+            result = json.loads(message["content"]).get("result")
+            for fact in result if isinstance(result, list) else [result]:
+                if isinstance(fact, dict) and isinstance(fact.get("value"), str):
+                    words.update(fact["value"].split())
+    return words
 
 
 def _skill_steps(messages: list[dict[str, Any]]) -> list[str] | None:
