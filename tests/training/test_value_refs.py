@@ -5,6 +5,7 @@ real round's export."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import date
 from typing import Any
 
@@ -163,16 +164,12 @@ def test_every_copied_word_of_a_skills_steps_is_written_by_reference(
         steps = _skill_steps(row["messages"])
         if steps is None:
             continue
-        shown, _ = with_references(row["messages"])
         words = {word for step in steps for word in step.split()}
-        for original, message in zip(row["messages"], shown, strict=True):
-            for before, after in zip(
-                original.get("tool_calls") or (), message.get("tool_calls") or (), strict=True
-            ):
-                for value in _arguments(before).values():
-                    if isinstance(value, str) and value in words:
-                        copied += 1
-                        assert json.dumps(value) not in after["function"]["arguments"]
+        for before, written, _ in _calls_as_shown(row["messages"]):
+            for value in _arguments(before).values():
+                if isinstance(value, str) and value in words:
+                    copied += 1
+                    assert json.dumps(value) not in written
     assert copied > 5, "the rows copy names from skills"
 
 
@@ -252,17 +249,12 @@ def test_every_copied_word_of_a_remembered_value_is_written_by_reference(
         words = _remembered_words(row["messages"])
         if not words:
             continue
-        shown, refs = with_references(row["messages"])
-        for original, message in zip(row["messages"], shown, strict=True):
-            for before, after in zip(
-                original.get("tool_calls") or (), message.get("tool_calls") or (), strict=True
-            ):
-                written = after["function"]["arguments"]
-                assert json.loads(refs.resolve(written)) == _arguments(before)
-                for value in _arguments(before).values():
-                    if isinstance(value, str) and value.split() and set(value.split()) <= words:
-                        copied += 1
-                        assert json.dumps(value) not in written
+        for before, written, refs in _calls_as_shown(row["messages"]):
+            assert json.loads(refs.resolve(written)) == _arguments(before)
+            for value in _arguments(before).values():
+                if isinstance(value, str) and value.split() and set(value.split()) <= words:
+                    copied += 1
+                    assert json.dumps(value) not in written
     assert copied > 5, "the rows copy names from memory"
 
 
@@ -282,6 +274,19 @@ def _remembered_words(messages: list[dict[str, Any]]) -> set[str]:
                 if isinstance(fact, dict) and isinstance(fact.get("value"), str):
                     words.update(fact["value"].split())
     return words
+
+
+def _calls_as_shown(
+    messages: list[dict[str, Any]],
+) -> Iterator[tuple[dict[str, Any], str, References]]:
+    """Each call of a conversation: as stored, its arguments as the nano base reads them,
+    and the conversation's references."""
+    shown, refs = with_references(messages)
+    for original, message in zip(messages, shown, strict=True):
+        for before, after in zip(
+            original.get("tool_calls") or (), message.get("tool_calls") or (), strict=True
+        ):
+            yield before, after["function"]["arguments"], refs
 
 
 def _skill_steps(messages: list[dict[str, Any]]) -> list[str] | None:
