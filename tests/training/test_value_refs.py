@@ -149,11 +149,21 @@ def test_steps_in_the_result_of_another_function_are_not_words_by_reference() ->
     )
 
 
-def test_a_result_that_is_not_a_skills_json_is_marked_as_any_tools() -> None:
-    for content in ('{"result": "loaded"}', '{"result": {"steps": ["set x", '):
-        messages = _skill_conversation()
-        messages[2]["content"] = content
-        assert with_references(messages)[0][2]["content"] == References().mark(content)
+@pytest.mark.parametrize(
+    ("function", "content"),
+    [
+        (SKILL_FUNCTION, '{"result": "loaded"}'),
+        (SKILL_FUNCTION, '{"result": {"steps": ["set x", '),
+        (MEMORY_READ, '{"result": null, "error": "no such fact"}'),
+        (MEMORY_SEARCH, '{"value": ["Sakura Sushi", '),
+    ],
+)
+def test_a_result_without_the_json_whose_words_are_read_is_marked_as_any_tools(
+    function: str, content: str
+) -> None:
+    messages = _skill_conversation(function)
+    messages[2]["content"] = content
+    assert with_references(messages)[0][2]["content"] == References().mark(content)
 
 
 def test_every_copied_word_of_a_skills_steps_is_written_by_reference(
@@ -232,13 +242,6 @@ def test_every_value_a_memory_search_found_is_read_as_words() -> None:
         '"<v10>size": <v11>2}}]}'
     )
     assert refs.resolve("<v8> <v9>") == "Miso ramen"
-
-
-def test_a_memory_result_without_a_json_value_is_marked_as_any_tools() -> None:
-    for content in ('{"result": null, "error": "no such fact"}', '{"value": ["Sakura Sushi", '):
-        messages = _memory_conversation(MEMORY_READ, None)
-        messages[2]["content"] = content
-        assert with_references(messages)[0][2]["content"] == References().mark(content)
 
 
 def test_every_copied_word_of_a_remembered_value_is_written_by_reference(
