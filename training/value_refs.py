@@ -76,10 +76,11 @@ WORD_OR_VALUE = re.compile(
 after a dot (``user.brother``) or before a colon (``brother:``): what the user's turns
 and a skill's steps are marked by, since a call copies names, labels, choices and keys
 from the request word by word."""
-_WORDS_IN: dict[Any, re.Pattern[str]] = {
+_FACT_VALUE = re.compile(r'"value":\s*')
+_WORDS_IN: dict[str, re.Pattern[str]] = {
     SKILL_FUNCTION: re.compile(r'"steps":\s*(?=\[)'),
-    MEMORY_READ: re.compile(r'"value":\s*'),
-    MEMORY_SEARCH: re.compile(r'"value":\s*'),
+    MEMORY_READ: _FACT_VALUE,
+    MEMORY_SEARCH: _FACT_VALUE,
 }
 """The results whose words are referenced, by function: the JSON value that each pattern
 introduces (a skill's steps, a remembered fact's value)."""
@@ -221,7 +222,7 @@ def with_references(
         elif role == "user" and isinstance(content, str):
             message["content"] = references.mark(with_dates_meant(content, today), words=True)
         elif role == "tool" and isinstance(content, str):
-            opening = _WORDS_IN.get(function_of.get(str(message.get("tool_call_id"))))
+            opening = _WORDS_IN.get(str(function_of.get(str(message.get("tool_call_id")))))
             message["content"] = (
                 references.mark(content)
                 if opening is None

@@ -166,23 +166,6 @@ def test_a_result_without_the_json_whose_words_are_read_is_marked_as_any_tools(
     assert with_references(messages)[0][2]["content"] == References().mark(content)
 
 
-def test_every_copied_word_of_a_skills_steps_is_written_by_reference(
-    export_rows: list[dict[str, Any]],
-) -> None:
-    copied = 0
-    for row in export_rows:
-        steps = _skill_steps(row["messages"])
-        if steps is None:
-            continue
-        words = {word for step in steps for word in step.split()}
-        for before, written, _ in _calls_as_shown(row["messages"]):
-            for value in _arguments(before).values():
-                if isinstance(value, str) and value in words:
-                    copied += 1
-                    assert json.dumps(value) not in written
-    assert copied > 5, "the rows copy names from skills"
-
-
 def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {
         "role": "assistant",
@@ -244,21 +227,22 @@ def test_every_value_a_memory_search_found_is_read_as_words() -> None:
     assert refs.resolve("<v8> <v9>") == "Miso ramen"
 
 
-def test_every_copied_word_of_a_remembered_value_is_written_by_reference(
-    export_rows: list[dict[str, Any]],
+@pytest.mark.parametrize("told", ["skill", "memory"])
+def test_every_copied_word_the_user_told_is_written_by_reference(
+    export_rows: list[dict[str, Any]], told: str
 ) -> None:
+    """A call's argument made of a loaded skill's or a remembered fact's words is written
+    as their references, never as the words themselves."""
+    words_of = {"skill": _skill_words, "memory": _remembered_words}[told]
     copied = 0
     for row in export_rows:
-        words = _remembered_words(row["messages"])
-        if not words:
-            continue
-        for before, written, refs in _calls_as_shown(row["messages"]):
-            assert json.loads(refs.resolve(written)) == _arguments(before)
+        words = words_of(row["messages"])
+        for before, written, _ in _calls_as_shown(row["messages"]) if words else ():
             for value in _arguments(before).values():
                 if isinstance(value, str) and value.split() and set(value.split()) <= words:
                     copied += 1
                     assert json.dumps(value) not in written
-    assert copied > 5, "the rows copy names from memory"
+    assert copied > 5, f"the rows copy words from a {told}"
 
 
 def _remembered_words(messages: list[dict[str, Any]]) -> set[str]:
@@ -292,20 +276,21 @@ def _calls_as_shown(
             yield before, after["function"]["arguments"], refs
 
 
-def _skill_steps(messages: list[dict[str, Any]]) -> list[str] | None:
-    """The steps of the skill a conversation loaded, if it loaded one."""
+def _skill_words(messages: list[dict[str, Any]]) -> set[str]:
+    """The words of the steps of every skill a conversation loaded."""
     loads = {
         call["id"]
         for message in messages
         for call in message.get("tool_calls") or ()
         if call["function"]["name"] == SKILL_FUNCTION
     }
+    words: set[str] = set()
     for message in messages:
         if message["role"] == "tool" and message["tool_call_id"] in loads:
             result = json.loads(message["content"]).get("result")
             if isinstance(result, dict):
-                return list(result["steps"])
-    return None
+                words.update(word for step in result["steps"] for word in step.split())
+    return words
 
 
 def test_a_word_after_a_dot_and_an_email_address_are_copied_by_reference() -> None:
@@ -405,14 +390,9 @@ def test_every_call_of_a_round_resolves_back_to_its_arguments(
 ) -> None:
     referred = 0
     for row in export_rows:
-        shown, refs = with_references(row["messages"])
-        for original, message in zip(row["messages"], shown, strict=True):
-            for before, after in zip(
-                original.get("tool_calls") or (), message.get("tool_calls") or (), strict=True
-            ):
-                written = after["function"]["arguments"]
-                referred += "<v" in written
-                assert json.loads(refs.resolve(written)) == _arguments(before)
+        for before, written, refs in _calls_as_shown(row["messages"]):
+            referred += "<v" in written
+            assert json.loads(refs.resolve(written)) == _arguments(before)
     assert referred > len(export_rows) // 2, "most rows copy a value by reference"
 
 
