@@ -14,11 +14,11 @@ values before its calls are parsed, so a policy, the model server and the export
 see values only; a reference the conversation has not shown stays as written and the
 call fails as any wrong value does.
 
-A date the user names as people do (``Wednesday, March 25``) is followed by the date it
-means, in parentheses (``(<v9>2026-03-25)``), the year taken from the system turn's
-"Today's date is ..." (the first such day on or after it): a call's ``date`` then copies
-a reference instead of computing a calendar. Without a stated today, or when the weekday
-does not fit, nothing is added.
+A value the turns mean but do not write is shown beside the words that mean it
+(``training.meant_values``), so that a call copies it instead of computing it: a spoken
+date's ISO date (``Wednesday, March 25 (<v9>2026-03-25)``), and the time a stated offset
+reaches from a time (``at <v4>19:30 (+2h <v5>21:30)`` after "a two-hour event", for the
+event's end).
 
 A tool's words are not referenced: with every word of a result's strings behind a
 reference too, the model wrote a word where an id belongs (a song's title for its id, a
@@ -51,6 +51,12 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from agents.policies.chat_format import MEMORY_READ, MEMORY_SEARCH, SKILL_FUNCTION
+from training.meant_values import (
+    stated_offsets,
+    stated_today,
+    with_dates_meant,
+    with_times_meant,
+)
 
 MAX_REFERENCES = 96
 """Reference tokens in a vocabulary; values past the last one are shown plain."""
@@ -84,17 +90,6 @@ _WORDS_IN: dict[str, re.Pattern[str]] = {
 }
 """The results whose words are referenced, by function: the JSON value that each pattern
 introduces (a skill's steps, a remembered fact's value)."""
-_MONTHS = (
-    "January", "February", "March", "April", "May", "June",
-    "July", "August", "September", "October", "November", "December",
-)  # fmt: skip
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-SPOKEN_DATE = re.compile(
-    rf"\b(?P<weekday>{'|'.join(_WEEKDAYS)}), (?P<month>{'|'.join(_MONTHS)}) (?P<day>\d{{1,2}})\b"
-)
-"""A date as the goals say it: ``Wednesday, March 25``."""
-TODAY = re.compile(r"Today's date is (\d{4})-(\d{2})-(\d{2})")
-"""How a policy's system turn states the day (``agents.policies.chat_format``)."""
 REFERENCE = re.compile(r"<v\d+>")
 PLAIN_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 """A number as the turns show it: digits, and a decimal's fraction (``925.00``)."""
@@ -212,6 +207,7 @@ def with_references(
     references = References()
     shown: list[dict[str, Any]] = []
     today: date | None = None
+    offsets: list[int] = []
     function_of: dict[str, Any] = {}
     for original in messages:
         message = dict(original)
@@ -220,8 +216,11 @@ def with_references(
         if role == "system" and isinstance(content, str) and today is None:
             today = stated_today(content)
         elif role == "user" and isinstance(content, str):
-            message["content"] = references.mark(with_dates_meant(content, today), words=True)
+            offsets += [o for o in stated_offsets(content) if o not in offsets]
+            meant = with_times_meant(with_dates_meant(content, today), offsets)
+            message["content"] = references.mark(meant, words=True)
         elif role == "tool" and isinstance(content, str):
+            content = with_times_meant(content, offsets)
             opening = _WORDS_IN.get(str(function_of.get(str(message.get("tool_call_id")))))
             message["content"] = (
                 references.mark(content)
@@ -268,43 +267,6 @@ def _marked_words(content: str, references: References, opening: re.Pattern[str]
         ]
         done = end
     return "".join([*parts, references.mark(content[done:])])
-
-
-def stated_today(text: str) -> date | None:
-    """The day a system turn states as today's, if it states one."""
-    found = TODAY.search(text)
-    if found is None:
-        return None
-    try:
-        return date(*(int(part) for part in found.groups()))
-    except ValueError:
-        return None
-
-
-def with_dates_meant(text: str, today: date | None) -> str:
-    """``text`` with each spoken date followed by the ISO date it means (module
-    docstring); unchanged without ``today``."""
-    if today is None:
-        return text
-
-    def meant(match: re.Match[str]) -> str:
-        day = _first_on_or_after(today, _MONTHS.index(match["month"]) + 1, int(match["day"]))
-        if day is None or _WEEKDAYS[day.weekday()] != match["weekday"]:
-            return match.group(0)
-        return f"{match.group(0)} ({day.isoformat()})"
-
-    return SPOKEN_DATE.sub(meant, text)
-
-
-def _first_on_or_after(today: date, month: int, day: int) -> date | None:
-    for year in (today.year, today.year + 1):
-        try:
-            candidate = date(year, month, day)
-        except ValueError:
-            continue
-        if candidate >= today:
-            return candidate
-    return None
 
 
 def _referred_call(call: Mapping[str, Any], references: References) -> dict[str, Any]:

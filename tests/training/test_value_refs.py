@@ -5,6 +5,7 @@ real round's export."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import date
 from typing import Any
@@ -18,12 +19,12 @@ from envs.sandbox.state import WORLD_DATE
 from tests.training.conversations import scripted_rows
 from training.base_model import NANO, TINY, built_tokenizer, corpus_texts
 from training.chat_templates import COMPACT_TEMPLATE, render
+from training.meant_values import stated_offsets, stated_today
 from training.value_refs import (
     MAX_REFERENCES,
     REFERENCE_TOKENS,
     References,
     shown_messages,
-    stated_today,
     uses_references,
     with_references,
 )
@@ -304,7 +305,7 @@ def test_a_word_after_a_dot_and_an_email_address_are_copied_by_reference() -> No
     assert json.loads(refs.resolve(written)) == arguments
 
 
-def test_a_spoken_date_is_followed_by_the_date_it_means_from_the_stated_today() -> None:
+def test_a_spoken_date_and_an_unpadded_time_are_followed_by_the_values_they_mean() -> None:
     system = {"role": "system", "content": "A planner.\nToday's date is 2026-03-14.\n"}
     goal = (
         "Move it to Wednesday, March 25 at 9:00, not Tuesday, March 25, "
@@ -320,14 +321,71 @@ def test_a_spoken_date_is_followed_by_the_date_it_means_from_the_stated_today() 
     assert shown[0] == system
     assert shown[1]["content"] == (
         "<v1>Move <v2>it <v3>to <v4>Wednesday, <v5>March <v6>25 (<v7>2026-03-25) <v8>at "
-        "<v9>9:00, <v10>not <v11>Tuesday, <v5>March <v6>25, <v12>and <v13>then <v3>to "
-        "<v14>Friday, <v15>January <v16>8 (<v17>2027-01-08)."
+        "<v9>9:00 (<v10>09:00), <v11>not <v12>Tuesday, <v5>March <v6>25, <v13>and <v14>then "
+        "<v3>to <v15>Friday, <v16>January <v17>8 (<v18>2027-01-08)."
     )
     written = shown[2]["tool_calls"][0]["function"]["arguments"]
     assert written == '{"date":"<v7>"}'
     assert refs.resolve(written) == '{"date":"2026-03-25"}'
     without_today, _ = with_references([{"role": "user", "content": goal}])
-    assert "(" not in without_today[0]["content"]
+    assert "-25)" not in without_today[0]["content"]
+    assert "-08)" not in without_today[0]["content"]
+
+
+def test_an_events_end_and_a_pickup_time_are_copied_from_the_times_they_mean() -> None:
+    """The end of "a two-hour event" at a time the goal names, and a pickup "30 minutes
+    before" a start a tool's result shows, are written as references; a result read before
+    the offset was stated is shown as it was."""
+    before = {"role": "tool", "tool_call_id": "c0", "content": '{"start":"19:00"}'}
+    goal = "At 19:30 add a two-hour event; pick me up 30 minutes before it starts."
+    after = {"role": "tool", "tool_call_id": "c1", "content": '{"start":"18:00"}'}
+    event = _call("c2", "create_event", {"start": "19:30", "end": "21:30"})
+    ride = _call("c3", "request_ride", {"pickup_time": "17:30"})
+    messages = [before, {"role": "user", "content": goal}, after, event, ride]
+    shown, refs = with_references(messages)
+    assert shown[0]["content"] == '{"start":"<v1>19:00"}'
+    assert "<v3>19:30 (+2h <v4>21:30) (-30m <v1>19:00)" in shown[1]["content"]
+    assert shown[2]["content"] == ('{"start":"<v17>18:00 (+2h <v18>20:00) (-30m <v19>17:30)"}')
+    assert shown[3]["tool_calls"][0]["function"]["arguments"] == '{"start":"<v3>","end":"<v4>"}'
+    assert shown[4]["tool_calls"][0]["function"]["arguments"] == '{"pickup_time":"<v19>"}'
+    for original, marked in zip(messages[3:], shown[3:], strict=True):
+        written = marked["tool_calls"][0]["function"]["arguments"]
+        assert json.loads(refs.resolve(written)) == _arguments(original["tool_calls"][0])
+
+
+def test_every_time_a_call_writes_that_the_turns_mean_is_copied_by_reference(
+    export_rows: list[dict[str, Any]],
+) -> None:
+    """A call's time of day that a turn before it shows (however written) or reaches by an
+    offset the user stated is written as a reference, never as digits."""
+    copied = 0
+    for row in export_rows:
+        for before, written, _ in _calls_as_shown(row["messages"]):
+            meant = _times_meant_before(row["messages"], before)
+            for value in _arguments(before).values():
+                if isinstance(value, str) and value in meant:
+                    copied += 1
+                    assert json.dumps(value) not in written, (value, written)
+    assert copied > 30, "the rows copy times, ends and pickups"
+
+
+def _times_meant_before(messages: list[dict[str, Any]], call: dict[str, Any]) -> set[str]:
+    """Each time of day shown in a user's turn or a tool's result before ``call``, zero
+    padded, and each shifted by every offset the user's turns state."""
+    shown: set[int] = set()
+    offsets = {0}
+    for message in messages:
+        if call in (message.get("tool_calls") or ()):
+            break
+        if message["role"] in ("user", "tool") and isinstance(message["content"], str):
+            shown.update(int(h) * 60 + int(m) for h, m in _TIMES.findall(message["content"]))
+            if message["role"] == "user":
+                offsets.update(stated_offsets(message["content"]))
+    reached = {time + offset for time in shown for offset in offsets}
+    return {f"{t // 60:02d}:{t % 60:02d}" for t in reached if 0 <= t < 24 * 60}
+
+
+_TIMES = re.compile(r"(?<![\dT:])(\d{1,2}):(\d{2})(?![\d:])")
 
 
 def test_the_policies_system_turn_states_the_today_dates_are_read_against() -> None:
