@@ -53,6 +53,7 @@ def run_loop_benchmark(
     sft: Mapping[str, Any] | None = None,
     rl: Mapping[str, Any] | None = None,
     parent_share: float | None = None,
+    seed: int = 0,
     serving: Mapping[str, str] | None = None,
     workdir: Path | None = None,
 ) -> dict[str, Any]:
@@ -66,6 +67,9 @@ def run_loop_benchmark(
     interval is ±0.013 to ±0.028 Overall, as the two models disagree on fewer or more
     tasks, so a turn's gain of a few hundredths is told from noise (README, "The loop on
     480 development tasks").
+
+    ``seed`` is the first round's (each turn adds one) and training's: the same seed
+    gives the same loop, another seed a replicate of it.
     """
     if workdir is not None and workdir.exists() and not _empty_folder(workdir):
         raise InvalidInputError(
@@ -97,6 +101,7 @@ def run_loop_benchmark(
                     sft=sft_settings,
                     rl=rl_settings,
                     parent_share=parent_share,
+                    seed=seed,
                 )
         finally:
             ModelServer(tmp, int(port), settings.serving).stop()
@@ -108,6 +113,7 @@ def run_loop_benchmark(
         "champion_tasks": champion_tasks,
         "dev_tasks": dev_tasks,
         "parent_share": parent_share,
+        "seed": seed,
         "minutes": round(wall / 60, 2),
         "cpu_minutes": round(cpu / 60, 2),
         "load_average": os.getloadavg()[0],
@@ -130,7 +136,7 @@ def loop_table(figures: Mapping[str, Any]) -> str:
     lines = [
         f"The loop on the {figures['base']} base: {figures['rounds']} turns of "
         f"{figures['tasks']} tasks ({figures['dev_tasks']} development tasks"
-        f"{_parent(figures.get('parent_share'))}), "
+        f"{_parent(figures.get('parent_share'))}, seed {figures.get('seed', 0)}), "
         f"{figures['minutes']} min wall, "
         f"{figures['cpu_minutes']} min CPU (this process; load average "
         f"{figures['load_average']:.2f} at the end)",

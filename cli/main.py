@@ -621,6 +621,9 @@ def bench_loop(
     ] = 480,
     base: BenchBaseOpt = "nano",
     assignments: TrainerSetOpt = None,
+    seed: Annotated[
+        int, typer.Option(min=0, help="seed of the first round (each turn adds one) and training")
+    ] = 0,
     workdir: Annotated[
         Path | None,
         typer.Option(
@@ -645,6 +648,7 @@ def bench_loop(
         sft=values.get("sft"),
         rl=values.get("rl"),
         parent_share=values.get("parent_share"),
+        seed=seed,
         workdir=workdir,
     )
     typer.echo(figures_json(figures) if as_json else loop_table(figures))

@@ -35,7 +35,7 @@ def test_a_workdir_that_is_not_an_empty_folder_is_refused_untouched(
     assert result.exception.field == "workdir"
 
 
-def test_the_parent_share_is_the_one_trainer_setting_beside_sft_and_rl(
+def test_the_parent_share_is_the_one_trainer_setting_beside_sft_and_rl_and_a_seed_replicates(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     called: dict[str, object] = {}
@@ -48,7 +48,10 @@ def test_the_parent_share_is_the_one_trainer_setting_beside_sft_and_rl(
     runner = CliRunner()
     ran = runner.invoke(app, ["bench", "loop", "--set", "parent_share=0.3", "--json"])
     assert ran.exit_code == 0, f"{ran.output}\n{ran.exception!r}"
-    assert called["parent_share"] == 0.3
+    assert called["parent_share"] == 0.3 and called.pop("seed") == 0
+    replicate = runner.invoke(app, ["bench", "loop", "--seed", "2", "--json"])
+    assert replicate.exit_code == 0 and called.pop("seed") == 2, replicate.output
+    assert runner.invoke(app, ["bench", "loop", "--seed", "-1"]).exit_code == 2
 
     for args, field, says in [
         (["--set", "parent_share=1.5"], "parent_share", "less than 1"),
