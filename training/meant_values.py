@@ -46,7 +46,8 @@ OFFSET = re.compile(
     r"(?: (?P<side>before|after)\b)?",
     re.IGNORECASE,
 )
-"""A stated length of time, and whether it is before or after a time (``OFFSET`` words)."""
+"""A number of hours or minutes, and whether it is before or after a time (module
+docstring: which of them are offsets)."""
 TIME_OF_DAY = re.compile(r"(?<![\w.:+-])(?P<hour>[01]?\d|2[0-3]):(?P<minute>[0-5]\d)(?![\w:]|\.\d)")
 """A time of day standing alone (``9:00``, ``19:30``), not inside a timestamp."""
 _DAY = 24 * 60
