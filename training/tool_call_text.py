@@ -54,7 +54,7 @@ def _block(text: str, body: int, call_id: str) -> tuple[RawCall, str, int] | Non
     begin = head.end() if head else body
     try:
         value, after = _DECODER.raw_decode(text, begin)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # nesting past the parser's depth too
         return None
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         return None

@@ -158,7 +158,7 @@ class References:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments)
-            except ValueError:
+            except (ValueError, RecursionError):
                 return arguments
         if not isinstance(arguments, dict):
             return arguments

@@ -229,7 +229,7 @@ def _arguments(call: Mapping[str, Any]) -> Any:
     if isinstance(arguments, str):
         try:
             return json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     return arguments
 

@@ -550,7 +550,7 @@ def _object_arguments(call: dict[str, Any]) -> dict[str, Any]:
     if isinstance(arguments, str):
         try:
             parsed = _json_value(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # nested past the parser's depth too
             return call
         if isinstance(parsed, dict):
             return {**call, "function": {**function, "arguments": parsed}}

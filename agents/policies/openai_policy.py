@@ -14,13 +14,13 @@ what it sees during online RL is exactly what the OpenAI-compatible policy sees.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
 import openai
+import orjson
 
 from agents.completions import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -58,6 +58,7 @@ from contract import (
     SubAgentCall,
     TaskSpec,
     ToolCall,
+    canonical_json,
 )
 from contract.retry import LLM_RETRY
 
@@ -96,20 +97,29 @@ def make_client(
 
 
 def call_arguments(call: RawCall) -> dict[str, Any] | ExecutionError:
-    """A function call's arguments as a JSON object (empty text: none), or why not."""
+    """A function call's arguments as a JSON object (empty text: none), or why not.
+
+    Read as strict JSON (``orjson``: no ``NaN`` or ``Infinity``, no number past a double's
+    range, no lone surrogate, at most 1,024 levels; an integer past 64 bits is read as the
+    double it is), and refused unless the canonical JSON that stores and describes an
+    action can write it (at most 255 levels): a model's or a server's reply is data, so
+    what the trajectory cannot hold is an invalid call, never a crash later on.
+    """
     try:
-        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-    except json.JSONDecodeError as exc:
-        return ExecutionError(
-            kind=ErrorKind.INVALID_ARGUMENTS,
-            message=f"{call.name}: arguments are not valid JSON ({exc.msg} at char {exc.pos})",
-        )
+        arguments = orjson.loads(call.arguments) if call.arguments.strip() else {}
+    except orjson.JSONDecodeError as exc:
+        return _invalid(call, f"arguments are not valid JSON ({exc.msg} at char {exc.pos})")
     if not isinstance(arguments, dict):
-        return ExecutionError(
-            kind=ErrorKind.INVALID_ARGUMENTS,
-            message=f"{call.name}: arguments must be a JSON object, got {type(arguments).__name__}",
-        )
+        return _invalid(call, f"arguments must be a JSON object, got {type(arguments).__name__}")
+    try:
+        canonical_json(arguments)
+    except orjson.JSONEncodeError as exc:
+        return _invalid(call, f"arguments cannot be stored as JSON ({exc}): nest them less deeply")
     return arguments
+
+
+def _invalid(call: RawCall, why: str) -> ExecutionError:
+    return ExecutionError(kind=ErrorKind.INVALID_ARGUMENTS, message=f"{call.name}: {why}")
 
 
 def parse_call(call: RawCall, subagents: frozenset[str]) -> Action | ExecutionError:

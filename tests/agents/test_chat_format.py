@@ -287,6 +287,10 @@ def test_action_call_is_the_inverse_of_parse_call(action: Action) -> None:
     assert parse_call(RawCall("c", name, json.dumps(arguments)), frozenset({"gui"})) == action
 
 
+_DEEP = '{"x": ' + "[" * 5_000 + "]" * 5_000 + "}"
+"""Arguments a model wrote nested past any JSON parser's depth: stored as its raw text."""
+
+
 def test_template_messages_carry_arguments_as_objects() -> None:
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": "hi"},
@@ -297,6 +301,7 @@ def test_template_messages_carry_arguments_as_objects() -> None:
                 {"id": "a", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}},
                 {"id": "b", "type": "function", "function": {"name": "g", "arguments": '{"x'}},
                 {"id": "c", "type": "function", "function": {"name": "h", "arguments": ""}},
+                {"id": "d", "type": "function", "function": {"name": "k", "arguments": _DEEP}},
             ],
         },
     ]
@@ -306,5 +311,5 @@ def test_template_messages_carry_arguments_as_objects() -> None:
 
     assert json.dumps(messages) == before  # the input is left as it was
     calls = shaped[1]["tool_calls"]
-    assert [c["function"]["arguments"] for c in calls] == [{"x": 1}, '{"x', {}]
+    assert [c["function"]["arguments"] for c in calls] == [{"x": 1}, '{"x', {}, _DEEP]
     assert shaped[0] is messages[0]

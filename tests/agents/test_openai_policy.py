@@ -23,6 +23,7 @@ from agents.policies.openai_policy import (
 from agents.runner import run_episode
 from contract import (
     ErrorKind,
+    ExecutionError,
     Finish,
     InvalidInputError,
     MemoryRead,
@@ -278,6 +279,64 @@ def test_harness_calls_parse_to_actions() -> None:
     assert getattr(not_object, "kind", None) is ErrorKind.INVALID_ARGUMENTS
     # an unknown sub-agent is just an unknown tool for the backend to refuse
     assert parse_call(RawCall("1", "subagent_x", "{}"), subagents) == ToolCall(tool="subagent_x")
+
+
+_DEEP = "[" * 300 + "]" * 300
+_DEEPER = "[" * 2_000 + "]" * 2_000
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ('{"n": NaN}', "not valid JSON"),
+        ('{"n": -Infinity}', "not valid JSON"),
+        ('{"n": 1e400}', "not valid JSON"),
+        ('{"q": "\\ud800"}', "not valid JSON"),
+        ('{"q": "\ud800"}', "not valid JSON"),
+        (f'{{"q": {_DEEP}}}', "cannot be stored as JSON"),
+        (f'{{"q": {_DEEPER}}}', "not valid JSON"),
+    ],
+    ids=[
+        "nan",
+        "infinity",
+        "past-double",
+        "lone-surrogate-escape",
+        "lone-surrogate",
+        "deep",
+        "deeper",
+    ],
+)
+def test_arguments_a_trajectory_cannot_hold_are_an_invalid_call(arguments: str, says: str) -> None:
+    """What Python's ``json`` reads but canonical JSON cannot write (so that storing or
+    describing the action would raise later) is refused where the reply is read."""
+    refused = parse_call(RawCall("1", "search_contacts", arguments), frozenset())
+    assert isinstance(refused, ExecutionError), refused
+    assert refused.kind is ErrorKind.INVALID_ARGUMENTS and says in refused.message
+
+
+def test_an_integer_past_64_bits_is_read_as_the_number_it_is() -> None:
+    """A model wrote ``minutes`` past 64 bits during RL: the action is the double, and it
+    describes and stores as any other."""
+    big = parse_call(
+        RawCall("1", "start_timer", '{"minutes": -123456789012345678901234}'), frozenset()
+    )
+    assert big == ToolCall(tool="start_timer", arguments={"minutes": -1.2345678901234568e23})
+    assert "minutes=" in big.describe()
+
+
+def test_a_call_past_what_a_trajectory_holds_is_answered_and_the_episode_goes_on(
+    task: TaskSpec,
+) -> None:
+    deep = tool_call_reply("search_contacts", f'{{"query": {_DEEP}}}')
+    trajectory, requests = run(task, [deep, *plan_replies(task)])
+
+    first = trajectory.steps[0]
+    assert first.action is None and first.feedback.error is not None
+    assert first.feedback.error.kind is ErrorKind.INVALID_ARGUMENTS
+    (answer,) = tool_messages(requests[1])
+    assert json.loads(answer["content"])["error"]["kind"] == "invalid_arguments"
+    _recovers(trajectory)
+    assert Trajectory.from_json(trajectory.to_json()) == trajectory
 
 
 def test_start_reads_only_the_view() -> None:

@@ -64,7 +64,9 @@ def test_two_blocks_give_two_calls_in_order_even_when_the_first_is_not_closed() 
         "<tool_call></tool_call>",
         "<tool_call>",
         '<tool_call>{"name": "set_alarm", "arguments": {"time": "07:00"}',
+        '<tool_call>{"name": "set_alarm", "arguments": ' + "[" * 5_000 + "</tool_call>",
     ],
+    ids=["not-json", "no-name", "name-not-text", "list", "empty", "unclosed", "cut", "deep"],
 )
 def test_a_block_without_a_readable_call_stays_content(text: str) -> None:
     assert parse_tool_calls(text, "c") == (text, ())

@@ -428,6 +428,13 @@ def test_a_reference_the_conversation_never_showed_stays_as_written() -> None:
     assert refs.resolve('{"alarm_id":"<v1>","other":"<v7>"}') == '{"alarm_id":"a-3","other":"<v7>"}'
 
 
+def test_arguments_that_are_not_json_are_written_as_they_are() -> None:
+    refs = References()
+    refs.mark("alarm a-3")
+    for text in ('{"alarm_id": "a-3"', '{"x": ' + "[" * 5_000 + "]" * 5_000 + "}"):
+        assert refs.refer(text) == text
+
+
 def test_values_past_the_last_reference_are_shown_plain() -> None:
     refs = References()
     text = refs.mark(" ".join(str(1000 + i) for i in range(MAX_REFERENCES + 2)))
