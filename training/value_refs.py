@@ -50,7 +50,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from agents.policies.chat_format import MEMORY_READ, MEMORY_SEARCH, SKILL_FUNCTION
+from agents.policies.chat_format import MEMORY_READ, MEMORY_SEARCH, SKILL_FUNCTION, json_value
 from training.meant_values import (
     stated_offsets,
     stated_today,
@@ -157,8 +157,8 @@ class References:
         left as they are."""
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments)
-            except (ValueError, RecursionError):
+                arguments = json_value(arguments)
+            except ValueError:
                 return arguments
         if not isinstance(arguments, dict):
             return arguments

@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agents.policies.chat_format import json_value
+
 ENTITY = re.compile(r"^([a-z]+)-(\d+)$")
 DATE_OR_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2})$")
 MAX_TRIES = 50
@@ -228,8 +230,8 @@ def _arguments(call: Mapping[str, Any]) -> Any:
     arguments = function.get("arguments")
     if isinstance(arguments, str):
         try:
-            return json.loads(arguments)
-        except (ValueError, RecursionError):
+            return json_value(arguments)
+        except ValueError:
             return None
     return arguments
 

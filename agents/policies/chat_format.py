@@ -549,21 +549,25 @@ def _object_arguments(call: dict[str, Any]) -> dict[str, Any]:
     arguments = function["arguments"]
     if isinstance(arguments, str):
         try:
-            parsed = _json_value(arguments) if arguments.strip() else {}
-        except (json.JSONDecodeError, RecursionError):  # nested past the parser's depth too
+            parsed = json_value(arguments) if arguments.strip() else {}
+        except ValueError:
             return call
         if isinstance(parsed, dict):
             return {**call, "function": {**function, "arguments": parsed}}
     return call
 
 
-def _json_value(text: str) -> Any:
-    """``json.loads(text)``: by orjson where it can (strict JSON, ten times faster), by
-    ``json`` where orjson refuses what ``json`` reads (NaN, integers past 64 bits)."""
+def json_value(text: str) -> Any:
+    """``json.loads(text)`` for stored call arguments: by orjson where it can (strict JSON,
+    ten times faster), by ``json`` where orjson refuses what ``json`` reads (``NaN``); a
+    ``ValueError`` for text neither reads, nesting past ``json``'s depth included."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
-        return json.loads(text)
+        try:
+            return json.loads(text)
+        except RecursionError as exc:
+            raise ValueError("nested past the JSON parser's depth") from exc
 
 
 class _Builder:
