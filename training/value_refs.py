@@ -29,7 +29,10 @@ labels a call copies (``set_setting bluetooth off``, ``set_level ring_volume to 
 and read as plain text the model wrote whichever name it had seen most instead
 (README, "A skill's words by reference"). So is a remembered fact's value (``memory_read``,
 ``memory_search``): the user told it, and a call copies it (the favourite restaurant a
-search asks for); read plain, the model searched the restaurant it had seen most. Digits
+search asks for); read plain, the model searched the restaurant it had seen most. And so
+are a calendar event's title and location (``list_events``, ``search_events``): the user
+named them when making the event, and a call copies them (an agenda's lines, a ride to
+where an event is); read plain, the model wrote the titles it had seen most. Digits
 inside a word, a phone number's country code after ``+`` and a decimal's parts are not
 values either.
 
@@ -83,13 +86,17 @@ after a dot (``user.brother``) or before a colon (``brother:``): what the user's
 and a skill's steps are marked by, since a call copies names, labels, choices and keys
 from the request word by word."""
 _FACT_VALUE = re.compile(r'"value":\s*')
+_EVENT_NAMES = re.compile(r'"(?:title|location)":\s*')
 _WORDS_IN: dict[str, re.Pattern[str]] = {
     SKILL_FUNCTION: re.compile(r'"steps":\s*(?=\[)'),
     MEMORY_READ: _FACT_VALUE,
     MEMORY_SEARCH: _FACT_VALUE,
+    "list_events": _EVENT_NAMES,
+    "search_events": _EVENT_NAMES,
 }
 """The results whose words are referenced, by function: the JSON value that each pattern
-introduces (a skill's steps, a remembered fact's value)."""
+introduces (a skill's steps, a remembered fact's value, a calendar event's title and
+location)."""
 REFERENCE = re.compile(r"<v\d+>")
 PLAIN_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 """A number as the turns show it: digits, and a decimal's fraction (``925.00``)."""

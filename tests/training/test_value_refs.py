@@ -228,13 +228,59 @@ def test_every_value_a_memory_search_found_is_read_as_words() -> None:
     assert refs.resolve("<v8> <v9>") == "Miso ramen"
 
 
-@pytest.mark.parametrize("told", ["skill", "memory"])
+def test_an_events_title_and_location_are_read_as_the_users_words_and_nothing_else() -> None:
+    events = [
+        {
+            "id": "ev-3",
+            "title": "Quarterly planning",
+            "date": "2026-03-20",
+            "start": "10:00",
+            "location": "City Library",
+            "attendees": ["c-2"],
+        },
+        {
+            "id": "ev-7",
+            "title": "Dentist",
+            "date": "2026-03-20",
+            "start": "16:30",
+            "location": "Video call",
+            "attendees": [],
+        },
+    ]
+    messages = [
+        {"role": "user", "content": "Run my agenda note routine."},
+        _call("call_0", "list_events", {"date": "2026-03-20"}),
+        {"role": "tool", "tool_call_id": "call_0", "content": json.dumps({"result": events})},
+        _call("call_1", "create_note", {"body": "10:00 Quarterly planning\n16:30 Dentist"}),
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": '{"result": {"id": "n-9", "title": "Dentist", "location": "Video call"}}',
+        },
+    ]
+    shown, refs = with_references(messages)
+    assert shown[2]["content"] == (
+        '{"result": [{"id": "<v6>ev-3", "title": "<v7>Quarterly <v8>planning", '
+        '"date": "<v9>2026-03-20", "start": "<v10>10:00", "location": "<v11>City <v12>Library", '
+        '"attendees": ["<v13>c-2"]}, {"id": "<v14>ev-7", "title": "<v15>Dentist", '
+        '"date": "<v9>2026-03-20", "start": "<v16>16:30", "location": "<v17>Video <v18>call", '
+        '"attendees": []}]}'
+    )
+    written = shown[3]["tool_calls"][0]["function"]["arguments"]
+    assert written == '{"body":"<v10> <v7> <v8>\\n<v16> <v15>"}'
+    assert json.loads(refs.resolve(written)) == _arguments(messages[3]["tool_calls"][0])
+    assert shown[4]["content"] == (
+        '{"result": {"id": "<v19>n-9", "title": "Dentist", "location": "Video call"}}'
+    ), "another tool's title stays plain"
+
+
+@pytest.mark.parametrize("told", ["skill", "memory", "event"])
 def test_every_copied_word_the_user_told_is_written_by_reference(
     export_rows: list[dict[str, Any]], told: str
 ) -> None:
-    """A call's argument made of a loaded skill's or a remembered fact's words is written
-    as their references, never as the words themselves."""
-    words_of = {"skill": _skill_words, "memory": _remembered_words}[told]
+    """A call's argument made of a loaded skill's, a remembered fact's or a listed
+    event's words is written as their references, never as the words themselves."""
+    words_of = {"skill": _skill_words, "memory": _remembered_words, "event": _event_words}[told]
     copied = 0
     for row in export_rows:
         words = words_of(row["messages"])
@@ -261,6 +307,24 @@ def _remembered_words(messages: list[dict[str, Any]]) -> set[str]:
             for fact in result if isinstance(result, list) else [result]:
                 if isinstance(fact, dict) and isinstance(fact.get("value"), str):
                     words.update(fact["value"].split())
+    return words
+
+
+def _event_words(messages: list[dict[str, Any]]) -> set[str]:
+    """The words of the titles and locations of every event a conversation listed or
+    found, and the events' times (an agenda's line is a start and a title)."""
+    reads = {
+        call["id"]
+        for message in messages
+        for call in message.get("tool_calls") or ()
+        if call["function"]["name"] in ("list_events", "search_events")
+    }
+    words: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool" and message["tool_call_id"] in reads:
+            for event in json.loads(message["content"]).get("result") or ():
+                words.update(event["title"].split() + event["location"].split())
+                words.update((event["start"], event["end"]))
     return words
 
 
