@@ -292,39 +292,37 @@ def test_every_copied_word_the_user_told_is_written_by_reference(
     assert copied > 5, f"the rows copy words from a {told}"
 
 
-def _remembered_words(messages: list[dict[str, Any]]) -> set[str]:
-    """The words of every fact's value a conversation read from memory."""
-    reads = {
+def _results_of(messages: list[dict[str, Any]], *functions: str) -> Iterator[Any]:
+    """The result of each call of one of ``functions`` in a conversation."""
+    calls = {
         call["id"]
         for message in messages
         for call in message.get("tool_calls") or ()
-        if call["function"]["name"] in (MEMORY_READ, MEMORY_SEARCH)
+        if call["function"]["name"] in functions
     }
-    words: set[str] = set()
     for message in messages:
-        if message["role"] == "tool" and message["tool_call_id"] in reads:
-            result = json.loads(message["content"]).get("result")
-            for fact in result if isinstance(result, list) else [result]:
-                if isinstance(fact, dict) and isinstance(fact.get("value"), str):
-                    words.update(fact["value"].split())
+        if message["role"] == "tool" and message["tool_call_id"] in calls:
+            yield json.loads(message["content"]).get("result")
+
+
+def _remembered_words(messages: list[dict[str, Any]]) -> set[str]:
+    """The words of every fact's value a conversation read from memory."""
+    words: set[str] = set()
+    for result in _results_of(messages, MEMORY_READ, MEMORY_SEARCH):
+        for fact in result if isinstance(result, list) else [result]:
+            if isinstance(fact, dict) and isinstance(fact.get("value"), str):
+                words.update(fact["value"].split())
     return words
 
 
 def _event_words(messages: list[dict[str, Any]]) -> set[str]:
     """The words of the titles and locations of every event a conversation listed or
     found, and the events' times (an agenda's line is a start and a title)."""
-    reads = {
-        call["id"]
-        for message in messages
-        for call in message.get("tool_calls") or ()
-        if call["function"]["name"] in ("list_events", "search_events")
-    }
     words: set[str] = set()
-    for message in messages:
-        if message["role"] == "tool" and message["tool_call_id"] in reads:
-            for event in json.loads(message["content"]).get("result") or ():
-                words.update(event["title"].split() + event["location"].split())
-                words.update((event["start"], event["end"]))
+    for result in _results_of(messages, "list_events", "search_events"):
+        for event in result or ():
+            words.update(event["title"].split() + event["location"].split())
+            words.update((event["start"], event["end"]))
     return words
 
 
@@ -343,18 +341,10 @@ def _calls_as_shown(
 
 def _skill_words(messages: list[dict[str, Any]]) -> set[str]:
     """The words of the steps of every skill a conversation loaded."""
-    loads = {
-        call["id"]
-        for message in messages
-        for call in message.get("tool_calls") or ()
-        if call["function"]["name"] == SKILL_FUNCTION
-    }
     words: set[str] = set()
-    for message in messages:
-        if message["role"] == "tool" and message["tool_call_id"] in loads:
-            result = json.loads(message["content"]).get("result")
-            if isinstance(result, dict):
-                words.update(word for step in result["steps"] for word in step.split())
+    for result in _results_of(messages, SKILL_FUNCTION):
+        if isinstance(result, dict):
+            words.update(word for step in result["steps"] for word in step.split())
     return words
 
 
