@@ -54,6 +54,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from agents.policies.chat_format import MEMORY_READ, MEMORY_SEARCH, SKILL_FUNCTION, json_value
+from envs.sandbox.apps.calendar import list_events, search_events
 from training.meant_values import (
     stated_offsets,
     stated_today,
@@ -91,8 +92,8 @@ _WORDS_IN: dict[str, re.Pattern[str]] = {
     SKILL_FUNCTION: re.compile(r'"steps":\s*(?=\[)'),
     MEMORY_READ: _FACT_VALUE,
     MEMORY_SEARCH: _FACT_VALUE,
-    "list_events": _EVENT_NAMES,
-    "search_events": _EVENT_NAMES,
+    list_events.__name__: _EVENT_NAMES,
+    search_events.__name__: _EVENT_NAMES,
 }
 """The results whose words are referenced, by function: the JSON value that each pattern
 introduces (a skill's steps, a remembered fact's value, a calendar event's title and

@@ -15,6 +15,7 @@ import pytest
 from agents.policies.base import TaskView
 from agents.policies.chat_format import MEMORY_READ, MEMORY_SEARCH, SKILL_FUNCTION, system_prompt
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
+from envs.sandbox.apps.calendar import list_events, search_events
 from envs.sandbox.state import WORLD_DATE
 from tests.training.conversations import scripted_rows
 from training.base_model import NANO, TINY, built_tokenizer, corpus_texts
@@ -319,7 +320,7 @@ def _event_words(messages: list[dict[str, Any]]) -> set[str]:
     """The words of the titles and locations of every event a conversation listed or
     found, and the events' times (an agenda's line is a start and a title)."""
     words: set[str] = set()
-    for result in _results_of(messages, "list_events", "search_events"):
+    for result in _results_of(messages, list_events.__name__, search_events.__name__):
         for event in result or ():
             words.update(event["title"].split() + event["location"].split())
             words.update((event["start"], event["end"]))
