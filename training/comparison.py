@@ -29,8 +29,8 @@ from contract import (
 )
 from training.base_model import load_base
 from training.care import Budget
-from training.chat_model import LocalChatModel
 from training.evaluate import Evaluation, evaluate
+from training.greedy_policy import evaluation_processes, greedy_policy
 from training.settings import TrainRequest
 
 PRODUCED_BY = "flywheel-deployment"
@@ -140,26 +140,26 @@ def evaluate_model_folder(
     if not Path(record.path).is_dir():
         raise InvalidInputError("model", f"{record.id}: its folder {record.path} is gone")
     base = load_base(record.path)
-    policy = LocalChatModel(
-        base.model,
-        base.tokenizer,
-        name=record.id,
-        temperature=0.0,
+    with greedy_policy(
+        base,
+        record.id,
         max_new_tokens=harness.max_new_tokens,
         max_context=harness.max_context,
-    )
-    return evaluate(
-        policy,
-        tasks,
-        model=record.id,
-        produced_by=PRODUCED_BY,
-        source=FeedbackSource.EVALUATION,
-        samples=harness.samples,
-        max_steps=harness.max_steps,
-        budget_of=harness.budget_for,
-        token_weight=harness.token_weight,
-        on_episode=on_episode,
-    )
+        processes=evaluation_processes(base.model, len(tasks) * harness.samples),
+        folder=Path(record.path),
+    ) as policy:
+        return evaluate(
+            policy,
+            tasks,
+            model=record.id,
+            produced_by=PRODUCED_BY,
+            source=FeedbackSource.EVALUATION,
+            samples=harness.samples,
+            max_steps=harness.max_steps,
+            budget_of=harness.budget_for,
+            token_weight=harness.token_weight,
+            on_episode=on_episode,
+        )
 
 
 def capability_rows(

@@ -68,6 +68,7 @@ from envs.sandbox.templates.development import (
 )
 from storage import Catalog
 from training.care import Budget, Rollout, execution_cost
+from training.episode_workers import PolicyWorkers, run_in_workers
 
 TOKENS_PER_STEP = 256
 """Output tokens a step may spend before it counts as costly: a tool call with its
@@ -99,7 +100,7 @@ def overall_score(scores: Mapping[Capability, float]) -> float | None:
 
 
 def evaluate(
-    policy: Policy,
+    policy: Policy | PolicyWorkers,
     tasks: Sequence[TaskSpec],
     *,
     model: str,
@@ -114,7 +115,10 @@ def evaluate(
 ) -> Evaluation:
     """Run ``policy`` ``samples`` times on each of ``tasks`` (one backend from
     ``backend_factory``, reset for every episode) and report how it fared (module
-    docstring). ``on_episode(done, total)`` is called after each episode. Refuses
+    docstring). ``PolicyWorkers`` run the tasks in worker processes, each with its own
+    policy and backend (``episode_workers``), with the same episodes and report.
+    ``on_episode(done, total)`` is called after each episode (after each task's, in
+    workers). Refuses
     (InvalidInputError naming the argument) no tasks, two tasks with one fingerprint,
     ``samples`` or ``max_steps`` below 1, a ``token_weight`` outside [0, 1], an empty
     ``model``."""
@@ -126,6 +130,31 @@ def evaluate(
 
     budgets = {task.id: budget_of(task) for task in tasks}
     started = time.monotonic()
+    if isinstance(policy, PolicyWorkers):
+        trajectories = run_in_workers(
+            policy,
+            tasks,
+            samples=samples,
+            max_steps=max_steps,
+            backend_factory=backend_factory,
+            on_episode=on_episode,
+        )
+    else:
+        trajectories = _run_here(policy, tasks, samples, max_steps, backend_factory, on_episode)
+    report = _report(
+        tasks, trajectories, budgets, token_weight, model, produced_by, source, samples, max_steps
+    )
+    return Evaluation(report, tuple(trajectories), time.monotonic() - started)
+
+
+def _run_here(
+    policy: Policy,
+    tasks: Sequence[TaskSpec],
+    samples: int,
+    max_steps: int | None,
+    backend_factory: Callable[[], Backend],
+    on_episode: Callable[[int, int], None] | None,
+) -> list[Trajectory]:
     backend = backend_factory()
     total = len(tasks) * samples
     trajectories: list[Trajectory] = []
@@ -136,10 +165,7 @@ def evaluate(
             )
             if on_episode is not None:
                 on_episode(len(trajectories), total)
-    report = _report(
-        tasks, trajectories, budgets, token_weight, model, produced_by, source, samples, max_steps
-    )
-    return Evaluation(report, tuple(trajectories), time.monotonic() - started)
+    return trajectories
 
 
 def development_tasks(catalog: Catalog) -> list[TaskSpec]:

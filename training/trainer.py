@@ -56,6 +56,7 @@ from training.base_model import load_base as load_base_model
 from training.chat_model import LocalChatModel
 from training.evaluate import Evaluation, ensure_development_set, evaluate
 from training.export import RL_TASKS, SFT, export_dataset
+from training.greedy_policy import evaluation_processes, greedy_policy
 from training.parent_average import ParentAverage, average_with_parent
 from training.plots import Series, line_chart
 from training.replay import RowMix, chosen_rows, in_content_order, replay_choice
@@ -194,28 +195,32 @@ def evaluate_model(
     request: TrainRequest,
     name: str,
     on_episode: Any = None,
+    processes: int | None = None,
 ) -> Evaluation:
-    """Greedy episodes of the model on the development set, as a trainer report."""
-    policy = LocalChatModel(
-        base.model,
-        base.tokenizer,
-        name=name,
-        temperature=0.0,
+    """Greedy episodes of the model on the development set, as a trainer report: in
+    ``processes`` worker processes (None: as many as ``evaluation_processes`` chooses;
+    1: in this one)."""
+    if processes is None:
+        processes = evaluation_processes(base.model, len(tasks) * request.eval_samples)
+    with greedy_policy(
+        base,
+        name,
         max_new_tokens=request.rl.max_new_tokens,
         max_context=request.rl.max_context,
-    )
-    return evaluate(
-        policy,
-        tasks,
-        model=name,
-        produced_by=PRODUCED_BY,
-        source=FeedbackSource.TRAINER,
-        samples=request.eval_samples,
-        max_steps=request.rl.max_steps,
-        budget_of=request.rl.budget_for,
-        token_weight=request.rl.token_weight,
-        on_episode=on_episode,
-    )
+        processes=processes,
+    ) as policy:
+        return evaluate(
+            policy,
+            tasks,
+            model=name,
+            produced_by=PRODUCED_BY,
+            source=FeedbackSource.TRAINER,
+            samples=request.eval_samples,
+            max_steps=request.rl.max_steps,
+            budget_of=request.rl.budget_for,
+            token_weight=request.rl.token_weight,
+            on_episode=on_episode,
+        )
 
 
 def dev_probe(tasks: list[TaskSpec], request: TrainRequest) -> DevProbe:

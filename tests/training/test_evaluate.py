@@ -5,8 +5,10 @@ be checked by hand, stored in a real catalog and read by the next round's plan."
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +30,7 @@ from contract import (
     Split,
     Step,
     TaskSpec,
+    Trajectory,
     default_plan,
     parse_feedback_report,
     step_budget,
@@ -38,6 +41,7 @@ from envs.sandbox.templates.development import draw_development_set, part_of
 from flows.planning import plan_from_catalog
 from storage import Catalog
 from training.care import Budget
+from training.episode_workers import PolicyWorkers
 from training.evaluate import (
     default_budget,
     development_tasks,
@@ -423,3 +427,69 @@ def test_a_report_without_parts_keeps_the_id_it_was_stored_with() -> None:
     assert report.parts == {}
     assert "parts" not in report.model_dump(mode="json")
     assert parse_feedback_report(report.to_json()).id == report.id
+
+
+# -- worker processes --------------------------------------------------------------------
+
+
+def _gives_up_on_subagents_and_second_attempts() -> GivesUpOn:
+    """A policy a worker process builds (pickled by name, as a module-level function)."""
+    return GivesUpOn(frozenset({SUBAGENT}), attempts=frozenset({1}))
+
+
+def _device_down_for_groceries() -> DeviceDownFor:
+    return DeviceDownFor(frozenset({"reorder_usual_groceries"}))
+
+
+def _cannot_build() -> GivesUpOn:
+    raise RuntimeError("the model folder is gone")
+
+
+def _episode(trajectory: Trajectory) -> dict[str, Any]:
+    """The whole episode but what differs between any two runs (its id, the latency)."""
+    return trajectory.model_dump(mode="json", exclude={"id": True, "cost": {"latency_ms"}})
+
+
+def test_worker_processes_run_the_same_episodes_and_report_the_same_numbers(
+    dev_tasks: list[TaskSpec],
+) -> None:
+    """Two workers, each with its own policy and backend: every sample of a task runs in
+    one of them, so a policy that counts a task's attempts (it gives up on the second)
+    and a backend that fails one template's calls give what one process gives."""
+    arguments: dict[str, Any] = {
+        "model": "m",
+        "samples": 2,
+        "backend_factory": _device_down_for_groceries,
+    }
+    here = evaluate(_gives_up_on_subagents_and_second_attempts(), dev_tasks, **arguments)
+    progress: list[tuple[int, int]] = []
+    workers = evaluate(
+        PolicyWorkers(_gives_up_on_subagents_and_second_attempts, processes=2),
+        dev_tasks,
+        on_episode=lambda done, total: progress.append((done, total)),
+        **arguments,
+    )
+
+    assert [_episode(t) for t in workers.trajectories] == [_episode(t) for t in here.trajectories]
+    assert workers.report.model_dump(exclude={"id", "created_at"}) == here.report.model_dump(
+        exclude={"id", "created_at"}
+    )
+    # the numbers this compares are not trivial: failures, backend errors and successes
+    assert 0 < here.report.overall < 1  # type: ignore[operator]
+    assert "1 of 14 episodes ended in backend errors" in here.report.notes
+    # progress after each task, every sample of it done
+    assert progress == [(2 * i, 2 * len(dev_tasks)) for i in range(1, len(dev_tasks) + 1)]
+
+
+def test_a_worker_that_cannot_build_its_policy_fails_the_evaluation_at_once(
+    dev_tasks: list[TaskSpec],
+) -> None:
+    with pytest.raises(BrokenProcessPool):
+        evaluate(PolicyWorkers(_cannot_build, processes=2), dev_tasks, model="m")
+
+
+@pytest.mark.parametrize("processes", [0, -1, True])
+def test_workers_need_at_least_one_process(processes: int) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        PolicyWorkers(_gives_up_on_subagents_and_second_attempts, processes=processes)
+    assert refused.value.field == "processes"

@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +24,7 @@ import pytest
 import torch
 
 import storage.datasets
+import training.greedy_policy
 import training.trainer
 from agents.policies.scripted import ScriptedPolicy
 from agents.runner import run_episode
@@ -34,6 +37,7 @@ from contract import (
     Split,
     TaskSpec,
     TrainingMethod,
+    Trajectory,
 )
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import sample_tasks
@@ -46,6 +50,7 @@ from training.base_model import load_base as load_model_folder
 from training.chat_model import LocalChatModel
 from training.evaluate import Evaluation
 from training.export import RL_TASKS, SFT
+from training.greedy_policy import MAX_WORKERS, MIN_WORKER_EPISODES, evaluation_processes
 from training.settings import (
     BASE_DEFAULTS,
     BUILT_FROM,
@@ -231,6 +236,41 @@ def test_the_steps_train_and_evaluate_on_the_development_set(trained: Trained) -
     assert all(len(t.steps) <= 2 for t in trained.evaluation.trajectories)  # rl.max_steps
     assert [p["step"] for p in trained.sft.curve] == list(range(1, SFT_STEPS + 1))
     assert trained.sft.rows_used == len(trained.data.sft) > 0
+
+
+def _episode(trajectory: Trajectory) -> dict[str, Any]:
+    """The whole episode but what differs between any two runs (its id, the latency)."""
+    return trajectory.model_dump(mode="json", exclude={"id": True, "cost": {"latency_ms"}})
+
+
+def test_worker_processes_evaluate_the_model_as_this_process_does(
+    trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two single-threaded workers, each loading a saved copy of the trained model: every
+    reply, token for token, and every number of the report are this process's, and the
+    copy is deleted afterwards."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    here = trained.evaluation  # four tasks: too few for workers, evaluated in this process
+    workers = evaluate_model(trained.base, trained.dev, trained.request, trained.name, processes=2)
+
+    assert [_episode(t) for t in workers.trajectories] == [_episode(t) for t in here.trajectories]
+    assert workers.report.model_dump(exclude={"id", "created_at"}) == here.report.model_dump(
+        exclude={"id", "created_at"}
+    )
+    assert sum(len(step.model_output) for t in here.trajectories for step in t.steps) > 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_small_model_on_the_cpu_is_evaluated_by_a_worker_a_core_given_enough_episodes(
+    trained: Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = trained.base.model
+    cores = len(os.sched_getaffinity(0))
+    assert evaluation_processes(model, MIN_WORKER_EPISODES - 1) == 1
+    assert evaluation_processes(model, MIN_WORKER_EPISODES) == min(cores, MAX_WORKERS)
+    parameters = sum(p.numel() for p in model.parameters())
+    monkeypatch.setattr(training.greedy_policy, "SMALL_MODEL_PARAMETERS", parameters)
+    assert evaluation_processes(model, MIN_WORKER_EPISODES) == 1  # not small: threads
 
 
 def test_the_model_is_registered_with_its_lineage(trained: Trained, registered: Registered) -> None:
