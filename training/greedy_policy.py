@@ -60,14 +60,7 @@ def greedy_policy(
     else in that many workers, which load the model from ``folder`` (where it is saved
     already) or from a copy saved for them and deleted when the context ends."""
     if processes == 1:
-        yield LocalChatModel(
-            base.model,
-            base.tokenizer,
-            name=name,
-            temperature=0.0,
-            max_new_tokens=max_new_tokens,
-            max_context=max_context,
-        )
+        yield _greedy(base, name, max_new_tokens, max_context)
         return
     with ExitStack() as stack:
         if folder is None:
@@ -80,7 +73,10 @@ def greedy_policy(
 def worker_policy(folder: str, name: str, max_new_tokens: int, max_context: int) -> Policy:
     """A worker process's greedy policy: the model saved in ``folder``, on one thread."""
     torch.set_num_threads(1)
-    base = load_base(folder)
+    return _greedy(load_base(folder), name, max_new_tokens, max_context)
+
+
+def _greedy(base: BaseModel, name: str, max_new_tokens: int, max_context: int) -> LocalChatModel:
     return LocalChatModel(
         base.model,
         base.tokenizer,
