@@ -38,12 +38,11 @@ MAX_WORKERS = 8
 def evaluation_processes(model: PreTrainedModel, episodes: int) -> int:
     """How many worker processes evaluate ``episodes`` episodes of ``model`` (module
     docstring); 1: none, this process does."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     on_cpu = all(p.device.type == "cpu" for p in model.parameters())
     small = sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMETERS
     if not (on_cpu and small) or episodes < MIN_WORKER_EPISODES:
         return 1
-    return max(1, min(cores or 1, MAX_WORKERS))
+    return min(os.cpu_count() or 1, MAX_WORKERS)
 
 
 @contextmanager

@@ -265,7 +265,7 @@ def test_a_small_model_on_the_cpu_is_evaluated_by_a_worker_a_core_given_enough_e
     trained: Trained, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model = trained.base.model
-    cores = len(os.sched_getaffinity(0))
+    cores = os.cpu_count() or 1
     assert evaluation_processes(model, MIN_WORKER_EPISODES - 1) == 1
     assert evaluation_processes(model, MIN_WORKER_EPISODES) == min(cores, MAX_WORKERS)
     parameters = sum(p.numel() for p in model.parameters())
