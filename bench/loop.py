@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from bench.machine import cpu_seconds, work_folder
+from bench.machine import cpu_seconds, torch_processor, work_folder
 from bench.report import cell
 from contract import InvalidInputError
 from flows.environment import scoped_environ
@@ -117,6 +117,7 @@ def run_loop_benchmark(
         "minutes": round(wall / 60, 2),
         "cpu_minutes": round(cpu / 60, 2),
         "load_average": os.getloadavg()[0],
+        "cpu": torch_processor(),
         "turns": result["turns"],
         "flow_run_id": result["flow_run_id"],
         "workdir": str(workdir) if workdir is not None else None,
@@ -140,6 +141,7 @@ def loop_table(figures: Mapping[str, Any]) -> str:
         f"{figures['minutes']} min wall, "
         f"{figures['cpu_minutes']} min CPU (this process; load average "
         f"{figures['load_average']:.2f} at the end)",
+        f"CPU: {figures.get('cpu', 'not recorded')}",
         "",
         " | ".join(COLUMNS),
     ]

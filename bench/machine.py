@@ -21,6 +21,45 @@ def cores() -> int:
     return os.cpu_count() or 1
 
 
+_VECTOR_UNITS = {"avx512f": "AVX-512", "amx_tile": "AMX"}
+"""The ``/proc/cpuinfo`` flags that change which kernels torch's CPU backend runs, and so
+the last bits of its float sums: a trained model can differ between two hosts."""
+
+
+def processor(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU a figure was measured on: its model name, family, model and stepping, and
+    the wide vector units it offers; ``unknown`` where ``cpuinfo`` cannot be read.
+
+    The name alone is not enough: a virtual machine may report a generic name
+    (``Intel(R) Xeon(R) Processor``) on different chips from day to day.
+    """
+    try:
+        first = cpuinfo.read_text().split("\n\n", 1)[0]
+    except OSError:
+        return "unknown"
+    fields = {
+        key.strip(): value.strip()
+        for key, _, value in (line.partition(":") for line in first.splitlines())
+    }
+    flags = set(fields.get("flags", "").split())
+    units = [name for flag, name in _VECTOR_UNITS.items() if flag in flags]
+    identity = ", ".join(
+        f"{key.removeprefix('cpu ')} {fields[key]}"
+        for key in ("cpu family", "model", "stepping")
+        if key in fields
+    )
+    parts = [fields.get("model name", "unknown"), identity, " ".join(units)]
+    return "; ".join(part for part in parts if part)
+
+
+def torch_processor() -> str:
+    """``processor()`` and the vector instructions torch's CPU kernels use here (torch
+    imported here: the benchmarks without a model do not pay for it)."""
+    import torch
+
+    return f"{processor()}; torch kernels {torch.backends.cpu.get_cpu_capability()}"
+
+
 def cpu_seconds() -> float:
     """CPU seconds of this process and of its children that were waited for (a worker
     pool's once it has shut down)."""

@@ -11,18 +11,25 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from bench.machine import processor
+
 
 @dataclass(frozen=True)
 class BenchReport:
     figures: dict[str, Any]
-    """Numbers in base units (seconds, bytes, items per second), with the machine's cores
-    and load average when it ran (``machine``)."""
+    """Numbers in base units (seconds, bytes, items per second), with the machine's cores,
+    CPU and load average when it ran (``machine``)."""
     text: str
 
 
 def machine() -> dict[str, Any]:
-    """The cores and the one-minute load average now: what a figure must be read with."""
-    return {"cores": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2)}
+    """The cores, the CPU and the one-minute load average now: what a figure must be read
+    with."""
+    return {
+        "cores": os.cpu_count(),
+        "cpu": processor(),
+        "load_average": round(os.getloadavg()[0], 2),
+    }
 
 
 def json_ready(value: Any) -> Any:

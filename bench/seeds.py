@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from bench.loop import NANO_RL
-from bench.machine import cpu_seconds
+from bench.machine import cpu_seconds, torch_processor
 from bench.report import cell
 from contract import FeedbackReport, FlywheelError, TaskSpec
 from envs.sandbox.templates.development import Part, part_of
@@ -119,6 +119,7 @@ def run_seeds_benchmark(
         "minutes": round(wall / 60, 2),
         "cpu_minutes": round(cpu / 60, 2),
         "load_average": os.getloadavg()[0],
+        "cpu": torch_processor(),
         "runs": runs,
         **seed_spread(reports, development, rule),
     }
@@ -221,6 +222,7 @@ def seeds_table(figures: Mapping[str, Any]) -> str:
         f"{len(figures['runs'])} seeds; {figures['dev_tasks']} development tasks; "
         f"{figures['minutes']} min wall, {figures['cpu_minutes']} min CPU (load average "
         f"{figures['load_average']:.2f} at the end)",
+        f"CPU: {figures.get('cpu', 'not recorded')}",
         "",
         "seed | minutes | cpu_minutes | sft_epochs | informative_share | overall_seen | "
         "overall_unseen | seen per capability",

@@ -57,7 +57,14 @@ from agents.policies.base import TaskView
 from agents.policies.chat_format import Message, format_tools, opening_messages
 from agents.policies.openai_policy import OpenAIPolicy, make_client
 from agents.runner import run_episode
-from bench.machine import cores, cpu_seconds, process_cpu_seconds, torch_threads, work_folder
+from bench.machine import (
+    cores,
+    cpu_seconds,
+    process_cpu_seconds,
+    torch_processor,
+    torch_threads,
+    work_folder,
+)
 from bench.report import BenchReport, json_ready
 from contract import InvalidInputError, Outcome, RetryPolicy, TaskSpec
 from envs.sandbox import MobileSandbox
@@ -154,6 +161,8 @@ class ServingBenchmark:
     threads: int
     cores: int
     load_average: float
+    cpu: str
+    """The CPU and torch's kernels (``torch_processor``): figures differ between hosts."""
     device: str
     seed: int
     max_new_tokens: int
@@ -264,6 +273,7 @@ def measure_serving(
         threads=used,
         cores=cores(),
         load_average=os.getloadavg()[0],
+        cpu=torch_processor(),
         device=str(device()),
         seed=seed,
         max_new_tokens=max_new_tokens,
@@ -497,6 +507,7 @@ def report(bench: ServingBenchmark) -> str:
     lines = [
         f"serving benchmark on {bench.device}: torch threads {bench.threads} "
         f"({bench.cores} cores), load average {bench.load_average:.1f}, seed {bench.seed}",
+        f"  CPU: {bench.cpu}",
         f"  model: tiny Qwen2 ({bench.parameters / 1e6:.2f}M params, {bench.vocabulary:,}-token "
         f"vocabulary trained on rendered sandbox prompts), two folders; max_new_tokens "
         f"{bench.max_new_tokens}; set-up (untimed) {bench.setup_seconds:.1f} s",

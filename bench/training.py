@@ -37,7 +37,7 @@ from transformers import PreTrainedModel, Qwen2ForCausalLM
 
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
-from bench.machine import cores, cpu_seconds, torch_threads, work_folder
+from bench.machine import cores, cpu_seconds, torch_processor, torch_threads, work_folder
 from contract import (
     ApprovalDecision,
     DatasetApproval,
@@ -167,6 +167,8 @@ class TrainingBenchmark:
     cores: int
     load_average: float
     """The 1-minute load average at the end: other work slows every figure here."""
+    cpu: str
+    """The CPU and torch's kernels (``torch_processor``): figures differ between hosts."""
     device: str
     dataset: DatasetFigures
     runs: tuple[ModelRun, ...]
@@ -200,6 +202,7 @@ class TrainingBenchmark:
             "threads": self.threads,
             "cores": self.cores,
             "load_average": self.load_average,
+            "cpu": self.cpu,
             "device": self.device,
             "seed": self.seed,
             "dataset": {
@@ -272,6 +275,7 @@ def run_training_benchmark(
         threads=used_threads,
         cores=cores(),
         load_average=os.getloadavg()[0],
+        cpu=torch_processor(),
         device=str(device()),
         dataset=dataset,
         runs=tuple(runs),
@@ -482,6 +486,7 @@ def report(bench: TrainingBenchmark) -> str:
     lines = [
         f"training benchmark on {bench.device}: torch threads {bench.threads} "
         f"({bench.cores} cores), load average {bench.load_average:.1f}, seed {bench.seed}",
+        f"  CPU: {bench.cpu}",
         f"  dataset: {d.episodes} scripted episodes, {d.members} members, {d.sft_rows} SFT "
         f"rows of {d.row_tokens:,} tokens ({d.supervised_share:.0%} supervised), "
         f"{d.rl_tasks} RL tasks; set-up (untimed) {d.setup_seconds:.1f} s",

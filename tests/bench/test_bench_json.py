@@ -7,6 +7,7 @@ import json
 import subprocess
 from typing import Any
 
+from bench.machine import processor
 from tests.cli.commands import FLYWHEEL
 
 
@@ -28,7 +29,8 @@ def test_the_sandbox_benchmark_gives_its_figures_as_json() -> None:
     calls = figures["tool_calls_in_plans"]
     assert calls["calls_per_s"] > 0 and calls["cpu_s"] > 0
     assert figures["tool_call_to_bare_ratio"] > 1
-    assert set(figures["machine"]) == {"cores", "load_average"}
+    assert set(figures["machine"]) == {"cores", "cpu", "load_average"}
+    assert figures["machine"]["cpu"] == processor()
 
 
 def test_the_ingest_benchmark_gives_every_run_as_json() -> None:

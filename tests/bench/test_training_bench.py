@@ -73,6 +73,7 @@ def test_the_report_and_json_carry_the_figures_and_ratios(bench: TrainingBenchma
         "threads",
         "cores",
         "load_average",
+        "cpu",
         "device",
         "seed",
         "dataset",
@@ -89,7 +90,15 @@ def test_the_report_and_json_carry_the_figures_and_ratios(bench: TrainingBenchma
     assert all(value > 0 for value in ratios.values())
 
     text = report(bench)
-    for needle in ("torch threads 1", "SFT", "processed tokens", "rollouts/s", "ratios:"):
+    assert data["cpu"].endswith(f"torch kernels {torch.backends.cpu.get_cpu_capability()}")
+    for needle in (
+        "torch threads 1",
+        f"CPU: {data['cpu']}",
+        "SFT",
+        "processed tokens",
+        "rollouts/s",
+        "ratios:",
+    ):
         assert needle in text
     if not torch.cuda.is_available():
         assert data["skipped"] and "no GPU" in text
