@@ -28,11 +28,15 @@ empty reply (``finish_reason="length"``) without generating.
 its replies under ``training.call_grammar``'s mask (``constrained``, on by default): only
 calls of the functions offered, with their parameters, values of their types, and
 references the conversation showed. A model without them keeps its own format, unmasked.
+
+**Prefix reuse.** Each reply prefills only the tokens the last generation did not
+compute: the rest of its keys and values come from ``prefix`` (``training.prefix_cache``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +48,7 @@ from agents.policies.chat_format import Message, Reply
 from agents.policies.openai_policy import ChatSession
 from contract import InvalidInputError, PolicyInfo, TaskSpec
 from training.call_grammar import call_grammar, grammar_mask
+from training.prefix_cache import PrefixCache
 from training.tool_call_text import parse_tool_calls
 from training.value_refs import shown_messages, uses_references, with_references
 
@@ -94,6 +99,10 @@ class LocalChatModel:
     constrained: bool = True
     """Whether a model with reference tokens decodes within the call grammar."""
     sessions: list[LocalSession] = field(default_factory=list)
+    prefix: PrefixCache | None = field(default_factory=PrefixCache, compare=False)
+    """The last generation's keys and values, which the next one reuses for the context
+    they share (``training.prefix_cache``); None prefills every context in full. A copy
+    made with ``dataclasses.replace`` shares it, as it shares the model."""
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -177,7 +186,8 @@ class LocalChatModel:
         was_training = self.model.training
         self.model.train(False)
         try:
-            with torch.no_grad():
+            with torch.no_grad(), _claimed(self.prefix) as prefix:
+                reuse = {} if prefix is None else {"cache": prefix.for_context(self.model, context)}
                 out = self.model.generate(  # type: ignore[operator]
                     input_ids=ids,
                     attention_mask=torch.ones_like(ids),
@@ -187,10 +197,14 @@ class LocalChatModel:
                     use_cache=True,  # each new token attends to cached keys and values
                     logits_processor=LogitsProcessorList([mask] if mask else []),
                     **sampling,
+                    **reuse,
                 )
+                sequence = [int(t) for t in out[0].tolist()]
+                if prefix is not None:
+                    prefix.keep(sequence)
         finally:
             self.model.train(was_training)
-        new = [int(t) for t in out[0, len(context) :].tolist()]
+        new = sequence[len(context) :]
         if new and new[-1] == self.tokenizer.pad_token_id and new[-1] not in stop:
             while new and new[-1] == self.tokenizer.pad_token_id:
                 new.pop()
@@ -258,6 +272,15 @@ class _TracedSource:
             if at >= 0 and (tail := self._rendered[at + len(end) :]):
                 self.trace.add(chat.encode(tail), generated=False)
         return reply, 0, ""
+
+
+@contextmanager
+def _claimed(prefix: PrefixCache | None) -> Iterator[PrefixCache | None]:
+    if prefix is None:
+        yield None
+        return
+    with prefix.claimed() as claimed:
+        yield claimed
 
 
 def _stop_ids(tokenizer: PreTrainedTokenizerBase) -> set[int]:
