@@ -13,7 +13,8 @@ generates, each next token is masked to those the *call grammar* of that reply a
   the arguments are that function's parameters, in sorted order or the schema's (the two
   orders the training rows write), each required one present, each value of its
   schema's type: a string (one that matches the schema's ``pattern``, a date or a time,
-  when it has one), a number, a boolean, one of an ``enum``'s values, an array or an
+  when it has one; otherwise one JSON parses: no control character, only JSON's
+  escapes), a number, a boolean, one of an ``enum``'s values, an array or an
   object of such values;
 - references (``training.value_refs``) only to values the conversation showed; a number
   may be the reference of a number, a patterned string that of a matching value, an
@@ -50,9 +51,9 @@ NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 """A number, as a reference may stand for one where a number belongs."""
 _GENERIC = r"""
 string: "\"" (CHUNK | ref)* "\""
-CHUNK: /(?:[^"\\]|\\.)+/
+CHUNK: /(?:[^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})+/
 number: NUMBER | numref
-NUMBER: /-?[0-9]+(\.[0-9]+)?/
+NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?/
 value: string | number | "true" | "false" | "null" | array | object
 array: "[" (value ("," value)*)? "]"
 object: "{" (string ":" value ("," string ":" value)*)? "}"

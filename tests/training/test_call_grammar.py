@@ -93,10 +93,20 @@ def tokenizer(rows: list[dict[str, Any]]) -> PreTrainedTokenizerBase:
         _call("send_message", '{"contact_id":"<v1>","text":"Hi <v3>, at <v4>"}'),
         _call("set_alarm", '{"time":"<v4>"}'),
         _call("set_alarm", '{"time":"06:45","label":"<v3>","minutes":<v2>}'),
+        _call("set_alarm", '{"minutes":0,"time":"<v4>"}'),
         _call("set_alarm", '{"days":["mon","<v5>"],"loud":true,"time":"<v4>"}'),
         _call("set_alarm", '{"time":"<v4>"}') + _call("set_alarm", '{"time":"08:00"}'),
+        _call("send_message", r'{"contact_id":"<v1>","text":"say \"hi\"\n\u00e9\\"}'),
     ],
-    ids=["references", "required only", "schema order", "sorted", "two"],
+    ids=[
+        "references",
+        "required only",
+        "schema order",
+        "zero",
+        "sorted",
+        "two",
+        "JSON's escapes",
+    ],
 )
 def test_calls_of_offered_functions_with_values_of_their_types_are_allowed(
     tokenizer: PreTrainedTokenizerBase, reply: str
@@ -120,6 +130,11 @@ def test_calls_of_offered_functions_with_values_of_their_types_are_allowed(
         _call("set_alarm", '{"label":"a","time":"<v4>","label":"b"}'),
         'I will set it. <tool_call>{"name":"set_alarm","arguments":{"time":"<v4>"}}</tool_call>',
         '<tool_call>{"name": "set_alarm", "arguments": {"time": "<v4>"}}</tool_call>',
+        _call("send_message", '{"contact_id":"<v1>","text":"a\x0cb"}'),
+        _call("send_message", '{"contact_id":"<v1>","text":"tab\there"}'),
+        _call("send_message", r'{"contact_id":"<v1>","text":"a\qb"}'),
+        _call("send_message", r'{"contact_id":"<v1>","text":"a\u00zz"}'),
+        _call("set_alarm", '{"minutes":07,"time":"<v4>"}'),
     ],
     ids=[
         "a function not offered",
@@ -135,6 +150,11 @@ def test_calls_of_offered_functions_with_values_of_their_types_are_allowed(
         "a parameter twice",
         "prose before the call",
         "spaces the template never writes",
+        "a control character in a string",
+        "a tab in a string",
+        "an escape JSON lacks",
+        "a unicode escape that is not hex",
+        "a number with a leading zero",
     ],
 )
 def test_what_no_task_accepts_is_refused(tokenizer: PreTrainedTokenizerBase, reply: str) -> None:
