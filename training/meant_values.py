@@ -4,10 +4,10 @@ The ``nano`` base copies a value it read as one reference token (``training.valu
 a value the turns only imply it would have to compute, which a model of a few million
 parameters trained on a CPU does not learn. So, for the ``nano`` base's reading only:
 
-- A date the user names as people do (``Wednesday, March 25``) is followed by the date it
-  means, in parentheses (``(2026-03-25)``), the year taken from the system turn's "Today's
-  date is ..." (the first such day on or after it). Without a stated today, or when the
-  weekday does not fit, nothing is added.
+- A date the user names as people do (``Wednesday, March 25``, or ``March 25``) is
+  followed by the date it means, in parentheses (``(2026-03-25)``), the year taken from
+  the system turn's "Today's date is ..." (the first such day on or after it). Without a
+  stated today, or when a weekday is named and does not fit, nothing is added.
 - A time of day written without the hour's leading zero is followed by the time as the
   tools write it (``9:00 (09:00)``), and every time of day by the time each of the
   user's stated offsets reaches from it: ``at 19:30, add a two-hour event`` reads
@@ -35,9 +35,10 @@ _MONTHS = (
 )  # fmt: skip
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 SPOKEN_DATE = re.compile(
-    rf"\b(?P<weekday>{'|'.join(_WEEKDAYS)}), (?P<month>{'|'.join(_MONTHS)}) (?P<day>\d{{1,2}})\b"
+    rf"\b(?:(?P<weekday>{'|'.join(_WEEKDAYS)}), )?(?P<month>{'|'.join(_MONTHS)}) "
+    r"(?P<day>\d{1,2})\b"
 )
-"""A date as the goals say it: ``Wednesday, March 25``."""
+"""A date as the goals say it: ``Wednesday, March 25``, or ``March 25``."""
 TODAY = re.compile(r"Today's date is (\d{4})-(\d{2})-(\d{2})")
 """How a policy's system turn states the day (``agents.policies.chat_format``)."""
 _COUNTS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
@@ -72,7 +73,8 @@ def with_dates_meant(text: str, today: date | None) -> str:
 
     def meant(match: re.Match[str]) -> str:
         day = _first_on_or_after(today, _MONTHS.index(match["month"]) + 1, int(match["day"]))
-        if day is None or _WEEKDAYS[day.weekday()] != match["weekday"]:
+        named = match["weekday"]
+        if day is None or (named is not None and _WEEKDAYS[day.weekday()] != named):
             return match.group(0)
         return f"{match.group(0)} ({day.isoformat()})"
 

@@ -387,6 +387,21 @@ def test_a_spoken_date_and_an_unpadded_time_are_followed_by_the_values_they_mean
     assert "-08)" not in without_today[0]["content"]
 
 
+def test_a_date_named_without_its_weekday_is_followed_by_the_date_it_means() -> None:
+    """The travel goals say ``on March 19``: the flight's ISO date is then one reference
+    to copy, in this year or the next, as the first such day from today."""
+    system = {"role": "system", "content": "Today's date is 2026-03-14.\n"}
+    goal = "Fly on March 19, back on March 2 or in March 2026, not on March 19th."
+    shown, refs = with_references([system, {"role": "user", "content": goal}])
+    assert shown[1]["content"] == (
+        "<v1>Fly <v2>on <v3>March <v4>19 (<v5>2026-03-19), <v6>back <v2>on <v3>March <v7>2 "
+        "(<v8>2027-03-02) <v9>or <v10>in <v3>March <v11>2026, <v12>not <v2>on <v3>March "
+        "19th."
+    )
+    assert refs.resolve(refs.refer({"date": "2026-03-19"})) == '{"date":"2026-03-19"}'
+    assert refs.refer({"date": "2026-03-19"}) == '{"date":"<v5>"}'
+
+
 def test_an_events_end_and_a_pickup_time_are_copied_from_the_times_they_mean() -> None:
     """The end of "a two-hour event" at a time the goal names, and a pickup "30 minutes
     before" a start a tool's result shows, are written as references; a result read before
