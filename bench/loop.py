@@ -141,7 +141,7 @@ def loop_table(figures: Mapping[str, Any]) -> str:
         f"{figures['minutes']} min wall, "
         f"{figures['cpu_minutes']} min CPU (this process; load average "
         f"{figures['load_average']:.2f} at the end)",
-        f"CPU: {figures.get('cpu', 'not recorded')}",
+        f"CPU: {figures['cpu']}",
         "",
         " | ".join(COLUMNS),
     ]

@@ -222,7 +222,7 @@ def seeds_table(figures: Mapping[str, Any]) -> str:
         f"{len(figures['runs'])} seeds; {figures['dev_tasks']} development tasks; "
         f"{figures['minutes']} min wall, {figures['cpu_minutes']} min CPU (load average "
         f"{figures['load_average']:.2f} at the end)",
-        f"CPU: {figures.get('cpu', 'not recorded')}",
+        f"CPU: {figures['cpu']}",
         "",
         "seed | minutes | cpu_minutes | sft_epochs | informative_share | overall_seen | "
         "overall_unseen | seen per capability",

@@ -35,8 +35,8 @@ compute: the rest of its keys and values come from ``prefix`` (``training.prefix
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,7 +186,8 @@ class LocalChatModel:
         was_training = self.model.training
         self.model.train(False)
         try:
-            with torch.no_grad(), _claimed(self.prefix) as prefix:
+            claimed = self.prefix.claimed() if self.prefix is not None else nullcontext()
+            with torch.no_grad(), claimed as prefix:
                 reuse = {} if prefix is None else {"cache": prefix.for_context(self.model, context)}
                 out = self.model.generate(  # type: ignore[operator]
                     input_ids=ids,
@@ -272,15 +273,6 @@ class _TracedSource:
             if at >= 0 and (tail := self._rendered[at + len(end) :]):
                 self.trace.add(chat.encode(tail), generated=False)
         return reply, 0, ""
-
-
-@contextmanager
-def _claimed(prefix: PrefixCache | None) -> Iterator[PrefixCache | None]:
-    if prefix is None:
-        yield None
-        return
-    with prefix.claimed() as claimed:
-        yield claimed
 
 
 def _stop_ids(tokenizer: PreTrainedTokenizerBase) -> set[int]:

@@ -56,7 +56,7 @@ class PrefixCache:
     cache: DynamicCache | None = None
     weights: WeightsKey | None = None
     reused_tokens: int = 0
-    """Prefill tokens the cache saved, over every generation: what a benchmark reads."""
+    """Prefill tokens the cache saved, over every generation."""
     _busy: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @contextmanager
@@ -98,6 +98,3 @@ class PrefixCache:
         (the generation's context and every token it fed back)."""
         held = self.cache.get_seq_length() if self.cache is not None else 0
         self.ids = list(sequence[:held])
-
-    def clear(self) -> None:
-        self.cache, self.weights, self.ids = None, None, []

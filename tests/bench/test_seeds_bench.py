@@ -160,4 +160,5 @@ def test_a_small_run_trains_one_version_under_each_seed(prefect_api_url: str) ->
     assert len(figures["gate_against_first"]) == 1
     table = seeds_table(figures)
     assert "seed 1: Overall" in table and figures["dataset_id"] not in table
+    assert f"CPU: {figures['cpu']}" in table and "torch kernels" in figures["cpu"]
     assert f"the heaviest, {rests['heaviest']}" in table

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.policies.chat_format import format_tools, opening_messages, task_view
 from agents.policies.scripted import FaultConfig, ScriptedPolicy
 from agents.runner import run_episode
 from bench.training import freeze_successes
@@ -13,6 +15,7 @@ from contract import DatasetVersion, Split, TaskSpec
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
 from storage import Catalog
+from training.base_model import BaseModel, load_base
 
 ROUND = "round-training-test"
 
@@ -23,6 +26,16 @@ class FrozenDataset:
     catalog_path: Path
     version: DatasetVersion
     tasks: tuple[TaskSpec, ...]
+
+
+def base_for_task(
+    task: TaskSpec, max_steps: int, *, name: str = "tiny", seed: int = 0, extra: str = ""
+) -> BaseModel:
+    """A built base whose tokenizer is trained on ``task``'s opening turns and tool
+    schemas (and ``extra`` text): enough vocabulary for a policy test of that one task."""
+    view = task_view(task, MobileSandbox(), max_steps)
+    corpus = [json.dumps(format_tools(view)) + json.dumps(opening_messages(view)) + extra]
+    return load_base(name, corpus, seed=seed)
 
 
 def train_tasks(template: str, n: int, first_seed: int = 0) -> list[TaskSpec]:

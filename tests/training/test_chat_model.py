@@ -13,7 +13,8 @@ from agents.runner import run_episode
 from contract import ErrorKind, Outcome, TaskSpec, Termination
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
-from training.base_model import BaseModel, load_base
+from tests.training.builders import base_for_task
+from training.base_model import BaseModel
 from training.chat_model import LocalChatModel, TemplateError
 from training.tool_call_text import parse_tool_calls
 
@@ -27,9 +28,7 @@ def task() -> TaskSpec:
 
 @pytest.fixture(scope="module")
 def base(task: TaskSpec) -> BaseModel:
-    view = task_view(task, MobileSandbox(), MAX_STEPS)
-    corpus = [json.dumps(format_tools(view)) + json.dumps(opening_messages(view))]
-    return load_base("tiny", corpus, seed=0)
+    return base_for_task(task, MAX_STEPS)
 
 
 @dataclass
@@ -155,9 +154,7 @@ def test_a_later_user_turn_extends_the_trace_as_the_harness_s_tokens(
     later = "Thanks! Now turn it back on at 9:30 on 2026-03-20."
     (action,) = task.reference_plan
     two_turns = TaskSpec.model_validate({**task.model_dump(exclude={"id"}), "follow_ups": (later,)})
-    view = task_view(two_turns, MobileSandbox(), MAX_STEPS)
-    corpus = [json.dumps(format_tools(view)) + json.dumps(opening_messages(view)) + later]
-    base = load_base(name, corpus, seed=0)
+    base = base_for_task(two_turns, MAX_STEPS, name=name, extra=later)
     arguments = dict(action.arguments)  # type: ignore[union-attr]
     policy = ScriptedLocal(
         base.model,

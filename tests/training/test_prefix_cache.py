@@ -3,7 +3,6 @@ the logits of a full prefill, and never reuses keys of other weights or other to
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import pytest
@@ -14,7 +13,8 @@ from agents.runner import run_episode
 from contract import TaskSpec
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, template_named
-from training.base_model import BaseModel, load_base
+from tests.training.builders import base_for_task
+from training.base_model import BaseModel
 from training.chat_model import LocalChatModel
 from training.prefix_cache import PrefixCache, common_prefix
 
@@ -28,9 +28,7 @@ def task() -> TaskSpec:
 
 @pytest.fixture(scope="module")
 def base(task: TaskSpec) -> BaseModel:
-    view = task_view(task, MobileSandbox(), MAX_STEPS)
-    corpus = [json.dumps(format_tools(view)) + json.dumps(opening_messages(view))]
-    return load_base("tiny", corpus, seed=0)
+    return base_for_task(task, MAX_STEPS)
 
 
 def _policy(base: BaseModel, prefix: PrefixCache | None) -> LocalChatModel:
@@ -110,9 +108,7 @@ def test_a_context_that_parts_from_the_cache_keeps_only_the_shared_start(
 
 
 def test_changed_weights_start_a_fresh_cache(task: TaskSpec) -> None:
-    view = task_view(task, MobileSandbox(), MAX_STEPS)
-    corpus = [json.dumps(format_tools(view)) + json.dumps(opening_messages(view))]
-    base = load_base("tiny", corpus, seed=1)  # its own: this test changes the weights
+    base = base_for_task(task, MAX_STEPS, seed=1)  # its own: this test changes the weights
     prompt = _prompt(base, task)
     prefix = PrefixCache()
     policy = _policy(base, prefix)
