@@ -3,11 +3,13 @@
 A model trained from scratch on a CPU learns which function a goal asks for long before it
 learns to copy the values its arguments need from the goal or a tool result (README, "The
 nano base"). Copying is easier when a value is one token that names it: each word,
-number, time, date, email address and entity id of the user's turns, and each number,
-time, date, email address and entity id of the tools' results, is shown behind a reference
-token (``<v1>``, ``<v2>``, ... in the order values first appear: ``<v1>Log <v2>60
-<v3>minutes``), and a call that copies one writes its
-reference (``{"minutes":<v2>}``, ``{"query":"<v7> <v8>"}`` for a name of two words). For
+number, time, date, email address, entity id and code (``AU377``, ``MQ2YUR``) of the
+user's turns, and each number, time, date, email address, entity id and code of the
+tools' results, is shown behind a reference token (``<v1>``, ``<v2>``, ... in the order
+values first appear: ``<v1>Log <v2>60 <v3>minutes``), and a call that copies one writes
+its reference (``{"minutes":<v2>}``, ``{"query":"<v7> <v8>"}`` for a name of two words).
+A code is then the same token in the goal and in the result that lists it, so the model
+can pick the flight whose number the goal names by matching tokens. For
 a template's every parameter draw the reference is then the same token, which the model
 learns as it learns a function's name. A reply's references are resolved to their
 values before its calls are parsed, so a policy, the model server and the exported data
@@ -70,14 +72,21 @@ _ALONE_AFTER = r"(?![\w:]|-\d|\.\d)"
 _ENTITY_ID = r"[a-z]+-\d+"
 ENTITY_ID = re.compile(_ENTITY_ID)
 """An entity id (``p-14``, ``sms-1001``): letters, a hyphen, a number."""
-_NUMBER_OR_ID = rf"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\d{{4}}-\d{{2}}-\d{{2}}|{_ENTITY_ID}|\d+(?:\.\d+)?"
+_CODE = r"(?=[A-Z\d-]*\d)[A-Z\d]*[A-Z][A-Z\d]*(?:-[A-Z\d]+)*|[A-Z]{4,}"
+"""A code a person copies exactly: capitals with digits, in groups joined by hyphens
+(a flight number ``AU377``, a booking reference ``MQ2YUR``, a member number
+``G-23776``), or four or more capitals (a reference ``GSOLSC``; ``EUR`` and ``USB`` are
+words)."""
+_NUMBER_OR_ID = (
+    rf"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\d{{4}}-\d{{2}}-\d{{2}}|{_ENTITY_ID}|{_CODE}|\d+(?:\.\d+)?"
+)
 _TIME = r"\d{1,2}:\d{2}"
 VALUE = re.compile(rf"{_ALONE_BEFORE}({_NUMBER_OR_ID}|{_TIME}){_ALONE_AFTER}")
 """An email address, a date (``2026-03-14``), a number (``60``, ``93.45``), a time
-(``14:00``) or an entity id (``p-14``) standing alone: not part of a word, a timestamp
-(``2026-03-14T10:00``) or a longer number. What a tool's result is marked by: a
-routine's alarm (``set_alarm at 07:20``) or an opening hour a search agent found is
-copied from a result as one token, as an id is."""
+(``14:00``), an entity id (``p-14``) or a code (``AU377``) standing alone: not part of
+a word, a timestamp (``2026-03-14T10:00``) or a longer number. What a tool's result is
+marked by: a routine's alarm (``set_alarm at 07:20``) or an opening hour a search agent
+found is copied from a result as one token, as an id is."""
 WORD_OR_VALUE = re.compile(
     rf"{_ALONE_BEFORE}(?P<value>{_NUMBER_OR_ID}|{_TIME}){_ALONE_AFTER}"
     rf"|(?<![\w+-])(?P<word>[^\W\d_]+(?:_[^\W\d_]+)*)(?!\w|-\d|\.\d)"

@@ -62,6 +62,36 @@ def test_a_tool_results_words_are_not_referenced_its_ids_dates_times_and_emails_
     )
 
 
+def test_a_code_is_one_value_wherever_it_is_shown_and_a_word_of_capitals_is_not() -> None:
+    """A flight number, a booking reference and a member number are one reference each,
+    the same in the goal and in a result, so the flight a goal names is the result whose
+    number is the goal's token; short capitals (a currency) and codes inside a word or a
+    timestamp are not codes."""
+    messages = [
+        {"role": "user", "content": "Book flight AU377, then mail G-23776 and say EUR."},
+        {
+            "role": "tool",
+            "content": '{"result":[{"id":"fl-3","number":"AU971"},{"id":"fl-45","number":"AU377"}],'
+            '"body":"Payment reference: MQ2YUR. Order code: GSOLSC. 12 EUR by USB, AU377x,'
+            ' xAU377, 2026-03-14T10:00, MQ2YUR."}',
+        },
+    ]
+    shown, refs = with_references(messages)
+    assert shown[0]["content"] == (
+        "<v1>Book <v2>flight <v3>AU377, <v4>then <v5>mail <v6>G-23776 <v7>and <v8>say <v9>EUR."
+    )
+    assert shown[1]["content"] == (
+        '{"result":[{"id":"<v10>fl-3","number":"<v11>AU971"},'
+        '{"id":"<v12>fl-45","number":"<v3>AU377"}],'
+        '"body":"Payment reference: <v13>MQ2YUR. Order code: <v14>GSOLSC. <v15>12 EUR by USB,'
+        ' AU377x, xAU377, 2026-03-14T10:00, <v13>MQ2YUR."}'
+    )
+    arguments = {"flight_id": "fl-45", "body": "My number is G-23776, ref MQ2YUR"}
+    written = refs.refer(arguments)
+    assert written == '{"flight_id":"<v12>","body":"My number is <v6>, ref <v13>"}'
+    assert json.loads(refs.resolve(written)) == arguments
+
+
 def test_a_users_words_and_times_are_referenced_and_a_name_is_written_word_by_word() -> None:
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": "Book Taj Spice at 20:30 for 4 on 2026-03-25"},
