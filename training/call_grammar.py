@@ -51,6 +51,7 @@ NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 """A number, as a reference may stand for one where a number belongs."""
 _GENERIC = r"""
 string: "\"" (CHUNK | ref)* "\""
+filled: "\"" (CHUNK | ref)+ "\""
 CHUNK: /(?:[^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})+/
 number: NUMBER | numref
 NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?/
@@ -177,17 +178,27 @@ class _Rules:
             pattern = schema.get("pattern")
             if isinstance(pattern, str) and (terminal := _regex_terminal(pattern)):
                 return self._shaped(pattern, terminal)
-            return "string"
+            return "filled" if _at_least_one(schema, "minLength") else "string"
         if kind in ("integer", "number"):
             return "number"
         if kind == "boolean":
             return '("true" | "false")'
         if kind == "array":
             item = self._value(schema.get("items"), name[:-1] if name.endswith("_ids") else name)
-            return f'"[" ({item} ("," {item})*)? "]"'
+            items = f'{item} ("," {item})*'
+            if not _at_least_one(schema, "minItems"):
+                items = f"({items})?"
+            return f'"[" {items} "]"'
         if kind == "object":
             return self._object(schema)
         return "value"
+
+
+def _at_least_one(schema: Mapping[str, Any], keyword: str) -> bool:
+    """Whether ``schema``'s ``keyword`` (``minLength``, ``minItems``) refuses an empty
+    value, so the grammar must too."""
+    least = schema.get(keyword)
+    return isinstance(least, int) and not isinstance(least, bool) and least >= 1
 
 
 def _literal(text: str) -> str:

@@ -35,7 +35,10 @@ TOOLS: list[dict[str, Any]] = [
             "name": "send_message",
             "parameters": {
                 "type": "object",
-                "properties": {"contact_id": {"type": "string"}, "text": {"type": "string"}},
+                "properties": {
+                    "contact_id": {"type": "string"},
+                    "text": {"type": "string", "minLength": 1},
+                },
                 "required": ["contact_id", "text"],
             },
         },
@@ -49,7 +52,11 @@ TOOLS: list[dict[str, Any]] = [
                 "properties": {
                     "time": {"type": "string", "pattern": "^([01]\\d|2[0-3]):[0-5]\\d$"},
                     "label": {"type": "string"},
-                    "days": {"type": "array", "items": {"type": "string", "enum": ["mon", "tue"]}},
+                    "days": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": ["mon", "tue"]},
+                        "minItems": 1,
+                    },
                     "minutes": {"type": "integer"},
                     "loud": {"type": "boolean"},
                 },
@@ -97,6 +104,7 @@ def tokenizer(rows: list[dict[str, Any]]) -> PreTrainedTokenizerBase:
         _call("set_alarm", '{"days":["mon","<v5>"],"loud":true,"time":"<v4>"}'),
         _call("set_alarm", '{"time":"<v4>"}') + _call("set_alarm", '{"time":"08:00"}'),
         _call("send_message", r'{"contact_id":"<v1>","text":"say \"hi\"\n\u00e9\\"}'),
+        _call("set_alarm", '{"label":"","time":"<v4>"}'),
     ],
     ids=[
         "references",
@@ -106,6 +114,7 @@ def tokenizer(rows: list[dict[str, Any]]) -> PreTrainedTokenizerBase:
         "sorted",
         "two",
         "JSON's escapes",
+        "an empty string where one may be empty",
     ],
 )
 def test_calls_of_offered_functions_with_values_of_their_types_are_allowed(
@@ -135,6 +144,8 @@ def test_calls_of_offered_functions_with_values_of_their_types_are_allowed(
         _call("send_message", r'{"contact_id":"<v1>","text":"a\qb"}'),
         _call("send_message", r'{"contact_id":"<v1>","text":"a\u00zz"}'),
         _call("set_alarm", '{"minutes":07,"time":"<v4>"}'),
+        _call("send_message", '{"contact_id":"<v1>","text":""}'),
+        _call("set_alarm", '{"days":[],"time":"<v4>"}'),
     ],
     ids=[
         "a function not offered",
@@ -155,6 +166,8 @@ def test_calls_of_offered_functions_with_values_of_their_types_are_allowed(
         "an escape JSON lacks",
         "a unicode escape that is not hex",
         "a number with a leading zero",
+        "an empty string where one must not be",
+        "an empty list where one must not be",
     ],
 )
 def test_what_no_task_accepts_is_refused(tokenizer: PreTrainedTokenizerBase, reply: str) -> None:
