@@ -9,7 +9,11 @@ tools' results, is shown behind a reference token (``<v1>``, ``<v2>``, ... in th
 values first appear: ``<v1>Log <v2>60 <v3>minutes``), and a call that copies one writes
 its reference (``{"minutes":<v2>}``, ``{"query":"<v7> <v8>"}`` for a name of two words).
 A code is then the same token in the goal and in the result that lists it, so the model
-can pick the flight whose number the goal names by matching tokens. For
+can pick the flight whose number the goal names by matching tokens. A phrase of several
+words the user quotes, or a skill's step quotes, is one value too, before its words' own
+(``subject "<v3><v4>Gym <v5>membership"``): a call that writes the text quoted writes
+one token (``{"subject":"<v3>"}``), where word by word it dropped or moved the commas
+(``Leaving now see you soon`` for ``Leaving now, see you soon``). For
 a template's every parameter draw the reference is then the same token, which the model
 learns as it learns a function's name. A reply's references are resolved to their
 values before its calls are parsed, so a policy, the model server and the exported data
@@ -95,6 +99,15 @@ WORD_OR_VALUE = re.compile(
 after a dot (``user.brother``) or before a colon (``brother:``): what the user's turns
 and a skill's steps are marked by, since a call copies names, labels, choices and keys
 from the request word by word."""
+_IN_DOUBLE = r"[^\s\"\\\x00-\x1f](?:[^\"\\\x00-\x1f]*[^\s\"\\\x00-\x1f])?"
+_IN_SINGLE = r"[^\s\"'\\\x00-\x1f](?:[^\"'\\\x00-\x1f]*[^\s\"'\\\x00-\x1f])?"
+SINGLE_QUOTED = re.compile(rf"(?<!\w)'({_IN_SINGLE})'(?!\w)")
+"""A phrase in single quotes (``saying 'Leaving now, see you soon'``): how a skill's steps
+quote what a call writes, inside the JSON of its result."""
+QUOTED = re.compile(rf"(?<![\w\\])\"({_IN_DOUBLE})\"(?!\w)|{SINGLE_QUOTED.pattern}")
+"""A phrase in double or single quotes, as a user quotes what a call writes (``with the
+subject "Gym membership"``)."""
+_SPACE = re.compile(r"\s")
 _FACT_VALUE = re.compile(r'"value":\s*')
 _EVENT_NAMES = re.compile(r'"(?:title|location)":\s*')
 _WORDS_IN: dict[str, re.Pattern[str]] = {
@@ -140,6 +153,8 @@ class References:
         self._value: dict[str, str] = {}
         self._number: dict[Decimal, str] = {}
         """The first reference of each number shown, by its value (``925.00`` is 925)."""
+        self._phrases: dict[str, str] = {}
+        """The reference of each quoted phrase shown."""
 
     def _reference(self, value: str) -> str | None:
         known = self._of.get(value)
@@ -151,16 +166,36 @@ class References:
                 self._number.setdefault(Decimal(value), known)
         return known
 
-    def mark(self, text: str, *, words: bool = False) -> str:
-        """``text`` with each value behind its reference: numbers, times, dates, emails and
-        ids (``VALUE``), and with ``words`` also words (``WORD_OR_VALUE``: a user's turn)."""
+    def mark(
+        self, text: str, *, words: bool = False, phrases: re.Pattern[str] | None = None
+    ) -> str:
+        """``text`` with each value behind its reference: numbers, times, dates, emails,
+        ids and codes (``VALUE``), and with ``words`` also words (``WORD_OR_VALUE``: a
+        user's turn). A phrase of several words in the quotes ``phrases`` finds is also
+        one value, its reference inside the opening quote before its words' own
+        (``"<v3><v4>Gym <v5>membership"``): a call copies it whole, punctuation too."""
+        values = WORD_OR_VALUE if words else VALUE
 
         def marked(match: re.Match[str]) -> str:
             value = _found(match)
             reference = self._reference(value)
             return value if reference is None else reference + value
 
-        return (WORD_OR_VALUE if words else VALUE).sub(marked, text)
+        parts: list[str] = []
+        done = 0
+        for quoted in phrases.finditer(text) if phrases is not None else ():
+            phrase = _found(quoted)
+            if not _SPACE.search(phrase):
+                continue
+            start, end = quoted.span(quoted.lastindex or 0)
+            parts.append(values.sub(marked, text[done:start]))
+            reference = self._reference(phrase)
+            if reference is not None:
+                self._phrases[phrase] = reference
+            parts.append((reference or "") + values.sub(marked, phrase))
+            done = end
+        parts.append(values.sub(marked, text[done:]))
+        return "".join(parts)
 
     def refer(self, arguments: Any) -> str | Any:
         """A call's arguments as the compact JSON text the template writes, with each
@@ -199,12 +234,29 @@ class References:
             numbers.append(reference)
             return _SLOT.format(len(numbers) - 1)
         if isinstance(value, str):
-            return WORD_OR_VALUE.sub(lambda m: self._of.get(_found(m), _found(m)), value)
+            return self._referred_text(value)
         if isinstance(value, list):
             return [self._referred(v, numbers) for v in value]
         if isinstance(value, dict):
             return {k: self._referred(v, numbers) for k, v in value.items()}
         return value
+
+    def _referred_text(self, text: str) -> str:
+        """``text`` with each quoted phrase shown in it as the phrase's reference (the
+        longest first), and each word or value elsewhere as its own."""
+
+        def words(part: str) -> str:
+            return WORD_OR_VALUE.sub(lambda m: self._of.get(_found(m), _found(m)), part)
+
+        if not self._phrases:
+            return words(text)
+        alternatives = "|".join(re.escape(p) for p in sorted(self._phrases, key=len, reverse=True))
+        parts: list[str] = []
+        done = 0
+        for found in re.finditer(rf"(?<!\w)(?:{alternatives})(?!\w)", text):
+            parts += [words(text[done : found.start()]), self._phrases[found.group(0)]]
+            done = found.end()
+        return "".join([*parts, words(text[done:])])
 
     def shown(self) -> dict[str, str]:
         """Each reference the conversation showed and its value, in order of first sight."""
@@ -235,7 +287,7 @@ def with_references(
         elif role == "user" and isinstance(content, str):
             offsets += [o for o in stated_offsets(content) if o not in offsets]
             meant = with_times_meant(with_dates_meant(content, today), offsets)
-            message["content"] = references.mark(meant, words=True)
+            message["content"] = references.mark(meant, words=True, phrases=QUOTED)
         elif role == "tool" and isinstance(content, str):
             content = with_times_meant(content, offsets)
             opening = _WORDS_IN.get(str(function_of.get(str(message.get("tool_call_id")))))
@@ -280,7 +332,7 @@ def _marked_words(content: str, references: References, opening: re.Pattern[str]
             continue
         parts += [
             references.mark(content[done:start]),
-            references.mark(content[start:end], words=True),
+            references.mark(content[start:end], words=True, phrases=SINGLE_QUOTED),
         ]
         done = end
     return "".join([*parts, references.mark(content[done:])])

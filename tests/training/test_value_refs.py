@@ -92,6 +92,63 @@ def test_a_code_is_one_value_wherever_it_is_shown_and_a_word_of_capitals_is_not(
     assert json.loads(refs.resolve(written)) == arguments
 
 
+def test_a_quoted_phrase_is_one_value_a_call_copies_whole_with_its_punctuation() -> None:
+    """A phrase of several words the user quotes, or a skill's step quotes, is one
+    reference before its words' own; a call that writes it, alone or inside a longer
+    text, writes that reference. One quoted word, an apostrophe, an escaped quote and a
+    double-quoted JSON string of another tool's result are no phrases."""
+    skill = {"steps": ["send_message to Ana saying 'Leaving now, see you soon'", "it's 'Go'"]}
+    messages = [
+        {"role": "user", "content": 'Email the app\'s code, subject "Gym card", label "x".'},
+        _call("s1", SKILL_FUNCTION, {"name": "leave"}),
+        {"role": "tool", "tool_call_id": "s1", "content": json.dumps({"result": skill})},
+        _call("s2", "search_notes", {"query": "a"}),
+        {
+            "role": "tool",
+            "tool_call_id": "s2",
+            "content": '{"title":"Gym card two","b":"\\"a b\\""}',
+        },
+    ]
+    shown, refs = with_references(messages)
+    assert shown[0]["content"] == (
+        "<v1>Email <v2>the <v3>app'<v4>s <v5>code, <v6>subject "
+        '"<v7><v8>Gym <v9>card", <v10>label "<v11>x".'
+    )
+    assert json.loads(shown[2]["content"])["result"]["steps"] == [
+        "<v12>send_message <v13>to <v14>Ana <v15>saying "
+        "'<v16><v17>Leaving <v18>now, <v19>see <v20>you <v21>soon'",
+        "<v22>it'<v4>s '<v23>Go'",
+    ]
+    assert shown[4]["content"] == messages[4]["content"], "another tool's strings stay plain"
+    arguments = {
+        "text": "Leaving now, see you soon",
+        "subject": "Re: Gym card",
+        "body": "Leaving now, see you soon. Gym card two",
+        "label": "see you",
+    }
+    written = refs.refer(arguments)
+    assert written == (
+        '{"text":"<v16>","subject":"Re: <v7>","body":"<v16>. <v7> two","label":"<v19> <v20>"}'
+    )
+    assert json.loads(refs.resolve(written)) == arguments
+
+
+def test_every_quoted_phrase_a_call_copies_is_written_as_one_reference(
+    export_rows: list[dict[str, Any]],
+) -> None:
+    """On a real round's rows: an argument that is a phrase the user or a skill quoted is
+    written as that phrase's one reference."""
+    copied = 0
+    for row in export_rows:
+        for before, written, refs in _calls_as_shown(row["messages"]):
+            phrases = {value: ref for ref, value in refs.shown().items() if " " in value}
+            for key, value in _arguments(before).items():
+                if isinstance(value, str) and value in phrases:
+                    copied += 1
+                    assert f'"{key}":"{phrases[value]}"' in written
+    assert copied > 20, "the rows copy quoted phrases"
+
+
 def test_a_users_words_and_times_are_referenced_and_a_name_is_written_word_by_word() -> None:
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": "Book Taj Spice at 20:30 for 4 on 2026-03-25"},
