@@ -153,8 +153,6 @@ class References:
         self._value: dict[str, str] = {}
         self._number: dict[Decimal, str] = {}
         """The first reference of each number shown, by its value (``925.00`` is 925)."""
-        self._phrases: dict[str, str] = {}
-        """The reference of each quoted phrase shown."""
 
     def _reference(self, value: str) -> str | None:
         known = self._of.get(value)
@@ -189,10 +187,7 @@ class References:
                 continue
             start, end = quoted.span(quoted.lastindex or 0)
             parts.append(values.sub(marked, text[done:start]))
-            reference = self._reference(phrase)
-            if reference is not None:
-                self._phrases[phrase] = reference
-            parts.append((reference or "") + values.sub(marked, phrase))
+            parts.append((self._reference(phrase) or "") + values.sub(marked, phrase))
             done = end
         parts.append(values.sub(marked, text[done:]))
         return "".join(parts)
@@ -248,13 +243,14 @@ class References:
         def words(part: str) -> str:
             return WORD_OR_VALUE.sub(lambda m: self._of.get(_found(m), _found(m)), part)
 
-        if not self._phrases:
+        phrases = sorted((v for v in self._of if _SPACE.search(v)), key=len, reverse=True)
+        if not phrases:
             return words(text)
-        alternatives = "|".join(re.escape(p) for p in sorted(self._phrases, key=len, reverse=True))
+        alternatives = "|".join(map(re.escape, phrases))
         parts: list[str] = []
         done = 0
         for found in re.finditer(rf"(?<!\w)(?:{alternatives})(?!\w)", text):
-            parts += [words(text[done : found.start()]), self._phrases[found.group(0)]]
+            parts += [words(text[done : found.start()]), self._of[found.group(0)]]
             done = found.end()
         return "".join([*parts, words(text[done:])])
 
