@@ -618,7 +618,7 @@ def bench_loop(
         typer.Option(
             min=1, help="development tasks: the gate resolves a turn's gain on the seen part"
         ),
-    ] = 480,
+    ] = 960,
     base: BenchBaseOpt = "nano",
     assignments: TrainerSetOpt = None,
     seed: Annotated[
