@@ -55,6 +55,15 @@ def test_each_part_is_stratified_by_capability(default_set: DevelopmentSet) -> N
     assert all("/" in cell for cell in composition["unseen"])
 
 
+def test_the_loop_benchmarks_960_tasks_keep_every_seen_capabilitys_share() -> None:
+    """``bench loop`` draws 960 tasks: the held-out draws of the training templates must
+    not run out before each capability has its quarter of the 720 seen ones."""
+    drawn = draw_development_set(960, 0, SANDBOX)
+    seen = Counter(t.capabilities[0] for t in drawn.tasks if part_of(t) == "seen")
+    assert len(drawn.tasks) == 960 and sum(seen.values()) == 720
+    assert set(seen.values()) == {180}, seen
+
+
 def test_the_same_seed_draws_the_same_set_and_another_seed_another() -> None:
     first = [t.fingerprint for t in draw_development_set(24, 3, SANDBOX).tasks]
     again = [t.fingerprint for t in draw_development_set(24, 3, SANDBOX).tasks]
