@@ -66,8 +66,8 @@ def run_loop_benchmark(
     ``dev_tasks`` is eight times the catalog's default. The gate's paired interval
     narrows as the square root of the tasks: over 480 it was ±0.022 to ±0.024 Overall
     where a third turn gained +0.02, and three such candidates were kept though one
-    gained +0.073 [+0.048, +0.100] on 584 fresh tasks (README, "A development set that
-    resolves a third turn").
+    gained +0.073 [+0.048, +0.100] on 584 fresh tasks; over 960 it is ±0.013 to ±0.019
+    (README, "A development set that resolves a third turn").
 
     ``seed`` is the first round's (each turn adds one) and training's: the same seed
     gives the same loop, another seed a replicate of it.

@@ -43,8 +43,8 @@ DRAWS_PER_TEMPLATE = 1600
 """Seeded draws a template gets before it counts as out of new development tasks. A
 training template's draw is held out one time in ``DEV_PARAMETER_SHARE``, so this gives
 about 160 held-out draws each: the training templates then hold about 1,700 distinct
-held-out tasks (800 at 400 draws), enough for a 960-task set that keeps every cell's
-share (measured: README, "A development set that resolves a third turn")."""
+held-out tasks (800 at 400 draws), enough for a 960-task set that keeps every
+capability's share (README, "The development set")."""
 WORLDS = 64
 """Seeded worlds a part's tasks are drawn over (the sandbox keeps them built)."""
 
