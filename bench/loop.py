@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from bench.machine import cpu_seconds, torch_processor, work_folder
 from bench.report import cell
-from contract import InvalidInputError
+from contract import LOOP_DEV_TASKS, InvalidInputError
 from flows.environment import scoped_environ
 from flows.settings import load_settings
 from training.settings import NANO, RlSettings, SftSettings
@@ -48,7 +48,7 @@ def run_loop_benchmark(
     tasks: int = 2000,
     *,
     champion_tasks: int | None = 200,
-    dev_tasks: int = 960,
+    dev_tasks: int = LOOP_DEV_TASKS,
     base: str = NANO,
     sft: Mapping[str, Any] | None = None,
     rl: Mapping[str, Any] | None = None,

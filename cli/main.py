@@ -39,6 +39,7 @@ from cli.train import models_app, run_train_command, serve_trainer
 from cli.verify import verify_command
 from contract import (
     DATASET_ID,
+    LOOP_DEV_TASKS,
     ROUND_ID,
     Capability,
     Difficulty,
@@ -618,7 +619,7 @@ def bench_loop(
         typer.Option(
             min=1, help="development tasks: the gate resolves a turn's gain on the seen part"
         ),
-    ] = 960,
+    ] = LOOP_DEV_TASKS,
     base: BenchBaseOpt = "nano",
     assignments: TrainerSetOpt = None,
     seed: Annotated[

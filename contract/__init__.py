@@ -121,6 +121,7 @@ from contract.plan import (
 from contract.report import (
     DEFAULT_DEV_TASKS,
     FEEDBACK_FORMAT_VERSION,
+    LOOP_DEV_TASKS,
     OVERALL_WEIGHTS,
     CostStats,
     DevelopmentPart,
@@ -184,6 +185,7 @@ __all__ = [
     "FINGERPRINT",
     "GATE_KINDS",
     "LOCATOR_STRATEGIES",
+    "LOOP_DEV_TASKS",
     "MAX_CANDIDATE_TOOLS",
     "MAX_GOAL_WORDS",
     "MAX_OFFERED_TOOLS",

@@ -55,6 +55,9 @@ OVERALL_WEIGHTS: Mapping[Capability, float] = MappingProxyType(
 """MobilePA-style weights of the Overall score."""
 DEFAULT_DEV_TASKS = 120
 """The development set's default size; a report on a smaller one says so in its notes."""
+LOOP_DEV_TASKS = 8 * DEFAULT_DEV_TASKS
+"""The development set a loop of the ``nano`` base wants (``flywheel bench loop``'s): over
+it the gate's paired interval resolves a turn's gain of a few hundredths."""
 
 Share = Annotated[float, Field(strict=True, ge=0.0, le=1.0)]
 Count = Annotated[int, Field(strict=True, ge=0)]

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from contract import Capability, InvalidInputError, Split, goal_problem
+from contract import LOOP_DEV_TASKS, Capability, InvalidInputError, Split, goal_problem
 from envs.sandbox import MobileSandbox
 from envs.sandbox.state import Collections
 from envs.sandbox.templates import development
@@ -55,13 +55,14 @@ def test_each_part_is_stratified_by_capability(default_set: DevelopmentSet) -> N
     assert all("/" in cell for cell in composition["unseen"])
 
 
-def test_the_loop_benchmarks_960_tasks_keep_every_seen_capabilitys_share() -> None:
-    """``bench loop`` draws 960 tasks: the held-out draws of the training templates must
+def test_the_loop_benchmarks_set_keeps_every_seen_capabilitys_share() -> None:
+    """``bench loop``'s set (960 tasks): the held-out draws of the training templates must
     not run out before each capability has its quarter of the 720 seen ones."""
-    drawn = draw_development_set(960, 0, SANDBOX)
+    drawn = draw_development_set(LOOP_DEV_TASKS, 0, SANDBOX)
     seen = Counter(t.capabilities[0] for t in drawn.tasks if part_of(t) == "seen")
-    assert len(drawn.tasks) == 960 and sum(seen.values()) == 720
-    assert set(seen.values()) == {180}, seen
+    assert len(drawn.tasks) == LOOP_DEV_TASKS and sum(seen.values()) == drawn.wanted["seen"]
+    assert drawn.wanted["seen"] % len(Capability) == 0
+    assert set(seen.values()) == {drawn.wanted["seen"] // len(Capability)}, seen
 
 
 def test_the_same_seed_draws_the_same_set_and_another_seed_another() -> None:
