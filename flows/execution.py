@@ -30,9 +30,9 @@ if TYPE_CHECKING:  # the export (and the datasets library) loads only where one 
 R = TypeVar("R")
 
 
-def round_task_runner(settings: FlywheelSettings) -> TaskRunner[Any]:
+def round_task_runner(settings: FlywheelSettings, threads: int | None = None) -> TaskRunner[Any]:
     """The task runner a round's collection shards (and, on Ray, curation partitions)
-    are submitted to."""
+    are submitted to; on this machine ``threads`` at once (None: ``collect_workers``)."""
     execution = settings.execution
     if execution.runner == "ray":
         from prefect_ray import RayTaskRunner
@@ -42,7 +42,17 @@ def round_task_runner(settings: FlywheelSettings) -> TaskRunner[Any]:
             address=execution.address, init_kwargs={"log_to_driver": False}
         )
         return runner
-    return ThreadPoolTaskRunner(max_workers=settings.round.collect_workers)
+    return ThreadPoolTaskRunner(max_workers=threads or settings.round.collect_workers)
+
+
+def collection_threads(settings: FlywheelSettings, waiting: bool) -> int:
+    """Shards collected at once on this machine's threads: ``collect_workers`` when some
+    shard's episodes wait (on a model server, a device, a simulator), else one. Shards of
+    pure-Python episodes share one interpreter lock, so a second thread adds no speed and
+    costs CPU: handing the lock back and forth every few milliseconds, 2,000 scripted
+    sandbox tasks took 7.5 s of CPU on two threads against 6.4 s on one (median of 4
+    rounds each, interleaved; ``flywheel bench round``)."""
+    return settings.round.collect_workers if waiting else 1
 
 
 def shares_memory(runner: TaskRunner[Any]) -> bool:

@@ -40,7 +40,12 @@ from flows import round_stages as stages
 from flows.approval import Proposal, request_approval
 from flows.curation_stage import curate_round
 from flows.devices import require_a_ready_device
-from flows.execution import partition_spread, round_task_runner, shares_memory
+from flows.execution import (
+    collection_threads,
+    partition_spread,
+    round_task_runner,
+    shares_memory,
+)
 from flows.gates import build_gate, workplace_of
 from flows.planning import next_plan
 from flows.progress import CollectionProgress
@@ -420,8 +425,9 @@ def _collect(
     settings: FlywheelSettings, round_id: str, config: RoundConfig, jobs: Sequence[stages.ShardJob]
 ) -> int:
     """The number of trajectories collected (written to the round's shards), by one
-    Prefect task per shard (``stages.shard_jobs``), at most ``collect_workers`` at once
-    on threads. A shard's task reads its tasks from its manifest (``shard_jobs``)."""
+    Prefect task per shard (``stages.shard_jobs``), on threads as many at once as
+    ``collection_threads`` says. A shard's task reads its tasks from its manifest
+    (``shard_jobs``)."""
     log = get_run_logger()
     total = sum(job.tasks for job in jobs)
     teacher = sum(job.tasks for job in jobs if job.by_teacher)
@@ -431,7 +437,10 @@ def _collect(
     if on_device:
         require_a_ready_device(settings)
         log.info("%d of %d tasks run on the device pool", on_device, total)
-    runner = round_task_runner(settings)
+    threads = collection_threads(settings, any(job.waits for job in jobs))
+    runner = round_task_runner(settings, threads)
+    if shares_memory(runner):
+        log.info("%d shard(s), %d at a time on this machine's threads", len(jobs), threads)
     # Episodes are counted as they end where shards share this process; elsewhere, by shard.
     progress = CollectionProgress(total, log) if shares_memory(runner) else None
     collected = 0

@@ -237,6 +237,13 @@ class ShardJob:
     tasks: int
     by_teacher: bool
 
+    @property
+    def waits(self) -> bool:
+        """Whether its episodes wait on something outside this process (a model server,
+        a device, a tool simulator); otherwise they are pure Python: the scripted policy
+        on the sandbox or BFCL's tools."""
+        return self.policy != "scripted" or self.backend in ("device", "simulated")
+
 
 TEACHER: PolicyName = "scripted"
 """The policy that collects the teacher's shards (and its recorded name)."""

@@ -180,7 +180,12 @@ class RoundSettings(Section):
     )
     shard_size: int = Field(default=200, ge=1, description="tasks per collection shard")
     collect_workers: int = Field(
-        default=2, ge=1, le=64, description="collection shards that run at once"
+        default=2,
+        ge=1,
+        le=64,
+        description="collection shards that run at once on threads when their episodes "
+        "wait on a model, a device or a simulator (the scripted policy on the sandbox or "
+        "BFCL runs one shard at a time: pure Python, one interpreter lock)",
     )
     backend_fault_rate: float = Field(
         default=0.02, ge=0, le=1, description="share of tool calls the sandbox fails"

@@ -60,6 +60,10 @@ def test_a_round_freezes_a_dataset_and_shows_on_the_server(
     (collection,) = [a for a in artifacts if a.key == "round-collection"
                      and str(a.flow_run_id) == out["flow_run_id"]]  # fmt: skip
     assert collection.type == "progress" and collection.data == 100
+    # The scripted policy's episodes are pure Python: one shard at a time.
+    assert "shard(s), 1 at a time on this machine's threads" in _server_records(
+        prefect_api_url, out["flow_run_id"]
+    )
 
     dataset = flywheel_json(tmp_path, prefect_api_url, "datasets", "show", out["dataset_version"])
     assert dataset["size"] == counts["in_dataset"]
@@ -169,7 +173,9 @@ def test_a_round_with_the_openai_policy_keeps_failures_and_secrets_out(
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
-    assert secret not in _server_records(prefect_api_url, out["flow_run_id"])
+    records = _server_records(prefect_api_url, out["flow_run_id"])
+    assert secret not in records
+    assert "shard(s), 2 at a time on this machine's threads" in records  # they wait on the model
 
 
 @pytest.mark.slow

@@ -16,8 +16,9 @@ from envs.bfcl.tasks import split_of
 from envs.sandbox import MobileSandbox
 from envs.sandbox.templates.catalog import instantiate, sample_tasks, template_named
 from flows import round_stages
+from flows.execution import collection_threads
 from flows.round_config import RoundConfig, resolve_config
-from flows.round_stages import manifest_path, shard_jobs, shard_path
+from flows.round_stages import ShardJob, manifest_path, shard_jobs, shard_path
 from flows.settings import FlywheelSettings, catalog_path
 from storage import Catalog, write_trajectory_shard
 from storage.task_manifests import read_task_manifest
@@ -170,3 +171,32 @@ def test_a_simulated_shard_without_a_simulator_is_refused_before_it_runs(tmp_pat
             tmp_path, ROUND, "simulated-00000", config, settings, backend="simulated"
         )
     assert raised.value.field == "simulated_share" and "tool_simulator" in str(raised.value)
+
+
+def test_only_shards_that_wait_are_collected_on_several_threads(
+    tmp_path: Path, stored: tuple[list[TaskSpec], list[TaskSpec]]
+) -> None:
+    bfcl = construct_bfcl(ROUND, 6, 1, frozenset()).accepted
+    with Catalog.open(catalog_path(tmp_path)) as catalog:
+        catalog.tasks.add(ROUND, bfcl)
+    settings = FlywheelSettings(home=tmp_path).model_copy(deep=True)
+    settings.round.collect_workers = 3
+    root = tmp_path / "rounds"
+    config = _config(tmp_path, teacher_share=0.5, devices="gui")
+
+    mixed = shard_jobs(tmp_path, ROUND, [], config, root)
+
+    # The teacher's shards on the sandbox and on BFCL are pure Python; the model's and
+    # the device's wait.
+    assert {(job.policy, job.backend, job.waits) for job in mixed} == {
+        ("scripted", "sandbox", False),
+        ("scripted", "bfcl", False),
+        ("scripted", "device", True),
+        ("openai", "sandbox", True),
+        ("openai", "bfcl", True),
+        ("openai", "device", True),
+    }
+    assert collection_threads(settings, any(job.waits for job in mixed)) == 3
+    assert collection_threads(settings, False) == 1
+    assert not ShardJob("shard-00000", "scripted", "sandbox", 4, False).waits
+    assert ShardJob("simulated-00000", "scripted", "simulated", 4, False).waits
