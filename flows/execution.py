@@ -49,9 +49,9 @@ def collection_threads(settings: FlywheelSettings, waiting: bool) -> int:
     """Shards collected at once on this machine's threads: ``collect_workers`` when some
     shard's episodes wait (on a model server, a device, a simulator), else one. Shards of
     pure-Python episodes share one interpreter lock, so a second thread adds no speed and
-    costs CPU: handing the lock back and forth every few milliseconds, 2,000 scripted
-    sandbox tasks took 7.5 s of CPU on two threads against 6.4 s on one (median of 4
-    rounds each, interleaved; ``flywheel bench round``)."""
+    costs CPU handing the lock back and forth: collecting 2,000 scripted sandbox tasks
+    took 6.2 s of CPU on two threads against 5.7 s on one (mean of 4 rounds each, run in
+    the order two, one, one, two, twice)."""
     return settings.round.collect_workers if waiting else 1
 
 

@@ -534,7 +534,8 @@ class ExecutionSettings(Section):
 
     runner: RunnerName = Field(
         default="threads",
-        description="threads: collection shards on this machine, collect_workers at once; "
+        description="threads: collection shards on this machine (collect_workers at once "
+        "when their episodes wait); "
         "ray: as tasks of a Ray cluster (prefect-ray's RayTaskRunner)",
     )
     address: str | None = Field(
