@@ -122,17 +122,22 @@ def test_construction_knows_the_tasks_of_other_rounds_read_a_batch_at_a_time(
     assert {t.fingerprint for t in first} <= {r.fingerprint for r in refused}
 
 
-def test_bfcl_tasks_run_in_shards_of_their_own_on_bfcl_s_world(
-    tmp_path: Path, stored: tuple[list[TaskSpec], list[TaskSpec]]
-) -> None:
+def _with_bfcl_tasks(tmp_path: Path) -> tuple[list[TaskSpec], list[ShardJob]]:
+    """Six BFCL tasks added to ``ROUND``, then its shard jobs with half the tasks the
+    teacher's and the GUI tasks on devices: the BFCL tasks and the jobs."""
     bfcl = construct_bfcl(ROUND, 6, 1, frozenset()).accepted
     with Catalog.open(catalog_path(tmp_path)) as catalog:
         catalog.tasks.add(ROUND, bfcl)
-    root = tmp_path / "rounds"
     config = _config(tmp_path, teacher_share=0.5, devices="gui")
+    return bfcl, shard_jobs(tmp_path, ROUND, [], config, tmp_path / "rounds")
 
-    jobs = shard_jobs(tmp_path, ROUND, [], config, root)
 
+def test_bfcl_tasks_run_in_shards_of_their_own_on_bfcl_s_world(
+    tmp_path: Path, stored: tuple[list[TaskSpec], list[TaskSpec]]
+) -> None:
+    bfcl, jobs = _with_bfcl_tasks(tmp_path)
+
+    root = tmp_path / "rounds"
     manifests = {job.name: read_task_manifest(manifest_path(root, ROUND, job.name)) for job in jobs}
     on_bfcl = {t.id for job in jobs if job.backend == "bfcl" for t in manifests[job.name]}
     assert on_bfcl == {t.id for t in bfcl}
@@ -176,15 +181,9 @@ def test_a_simulated_shard_without_a_simulator_is_refused_before_it_runs(tmp_pat
 def test_only_shards_that_wait_are_collected_on_several_threads(
     tmp_path: Path, stored: tuple[list[TaskSpec], list[TaskSpec]]
 ) -> None:
-    bfcl = construct_bfcl(ROUND, 6, 1, frozenset()).accepted
-    with Catalog.open(catalog_path(tmp_path)) as catalog:
-        catalog.tasks.add(ROUND, bfcl)
-    settings = FlywheelSettings(home=tmp_path).model_copy(deep=True)
-    settings.round.collect_workers = 3
-    root = tmp_path / "rounds"
-    config = _config(tmp_path, teacher_share=0.5, devices="gui")
+    settings = FlywheelSettings.model_validate({"home": tmp_path, "round": {"collect_workers": 3}})
 
-    mixed = shard_jobs(tmp_path, ROUND, [], config, root)
+    _, mixed = _with_bfcl_tasks(tmp_path)
 
     # The teacher's shards on the sandbox and on BFCL are pure Python; the model's and
     # the device's wait.
