@@ -439,10 +439,11 @@ def _collect(
         log.info("%d of %d tasks run on the device pool", on_device, total)
     threads = collection_threads(settings, any(job.waits for job in jobs))
     runner = round_task_runner(settings, threads)
-    if shares_memory(runner):
+    here = shares_memory(runner)
+    if here:
         log.info("%d shard(s), %d at a time on this machine's threads", len(jobs), threads)
     # Episodes are counted as they end where shards share this process; elsewhere, by shard.
-    progress = CollectionProgress(total, log) if shares_memory(runner) else None
+    progress = CollectionProgress(total, log) if here else None
     collected = 0
     with runner:
         futures = [
